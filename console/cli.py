@@ -1,0 +1,141 @@
+"""The `console` command: rounds, the demo, images, references, verdicts, provenance.
+
+Every subcommand is a thin shell over the core; errors arrive as one paragraph
+that says what happened and what to do, with the documented exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import ConsoleError, ExitCode, UsageError
+from .profile import ProfileError, load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_PROFILE = ROOT / "profiles" / "demo.toml"
+DEMO_MAIN = ROOT / "images" / "demo-engine"
+DEMO_CANDIDATES = ROOT / "images" / "demo-candidates"
+
+
+def _candidates() -> list[str]:
+    return sorted(p.stem for p in DEMO_CANDIDATES.glob("*.patch"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="console",
+        description="Benchmark console for inference engines: builds main and a candidate from scratch, "
+                    "checks parity first, times interleaved reps, decides significance against the node's "
+                    "noise, and seals a receipt anyone can re-derive.",
+        epilog="Exit codes: 0 accepted or within noise, 1 rejected, 2 usage or profile error, "
+               "3 infrastructure failure (retry), 4 held for review, 130 interrupted.")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    def round_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--headless", action="store_true", help="progress lines instead of the live console")
+        p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal (default results/<profile>)")
+        p.add_argument("--runtime", choices=["docker", "local"], default="docker",
+                       help="docker (default) or local processes for nodes that forbid Docker")
+        p.add_argument("--reps", type=int, help="timed reps per build (default: the profile's)")
+        p.add_argument("--lock", type=Path, help="reference.lock to read pins from and update (raise-only)")
+        p.add_argument("--format", choices=["text", "jsonl"], default="text", help="headless output format")
+        p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")
+        p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
+
+    p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
+    p.add_argument("--profile", required=True, type=Path)
+    p.add_argument("--main", help="main's source: DIR, REPO@REF (default: the profile's engine.source)")
+    p.add_argument("--candidate", required=True, help="candidate's source: DIR, REPO@REF, or FILE.patch over main")
+    round_opts(p)
+
+    p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")
+    p.add_argument("--candidate", default="fast", choices=_candidates() or None,
+                   help="which demo candidate (a patch in images/demo-candidates/; default fast)")
+    round_opts(p)
+
+    p = sub.add_parser("noise", help="measure this node's noise: one build against itself, interleaved")
+    p.add_argument("--profile", required=True, type=Path)
+    p.add_argument("--build", help="the build's source (default: the profile's engine.source)")
+    round_opts(p)
+
+    p = sub.add_parser("resume", help="continue an interrupted round from its journal")
+    p.add_argument("journal", type=Path)
+    p.add_argument("--headless", action="store_true")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--verbose", "-v", action="store_true")
+
+    p = sub.add_parser("replay", help="play a sealed receipt or a journal back through the live console")
+    p.add_argument("file", type=Path)
+    p.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = instant")
+
+    p = sub.add_parser("verdict", help="re-derive the verdict of a receipt from its raw numbers")
+    p.add_argument("receipt", type=Path)
+    p.add_argument("--profile", type=Path, help="judge under this profile's current rules instead of the receipt's")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("images", help="base images: list, or bootstrap one without a registry")
+    isub = p.add_subparsers(dest="images_cmd", metavar="ACTION")
+    b = isub.add_parser("bootstrap", help="make the profile's pinned base with debootstrap and import it")
+    b.add_argument("--profile", type=Path, default=DEMO_PROFILE)
+    b.add_argument("--mirror", help="Debian mirror URL (default: this machine's apt configuration)")
+    b.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+    isub.add_parser("list", help="the console's images on this node")
+
+    p = sub.add_parser("reference", help="capture the parity reference")
+    rsub = p.add_subparsers(dest="ref_cmd", metavar="ACTION")
+    c = rsub.add_parser("capture", help="run the profile's reference engine and store its logits and hash")
+    c.add_argument("--profile", type=Path, required=True)
+    c.add_argument("--write-profile", action="store_true", help="write the new sha256 into the profile")
+
+    p = sub.add_parser("ledger", help="the chained ledger of sealed receipts")
+    lsub = p.add_subparsers(dest="ledger_cmd", metavar="ACTION")
+    for name, text in (("verify", "check every receipt and link"), ("show", "list sealed rounds")):
+        x = lsub.add_parser(name, help=text)
+        x.add_argument("dir", type=Path)
+    x = lsub.add_parser("rescore", help="re-derive every verdict under a profile's current rules")
+    x.add_argument("dir", type=Path)
+    x.add_argument("--profile", type=Path, required=True)
+
+    p = sub.add_parser("lock", help="reference.lock: pins, provenance, staleness")
+    ksub = p.add_subparsers(dest="lock_cmd", metavar="ACTION")
+    x = ksub.add_parser("verify", help="every non-zero pin must trace to a sealed receipt")
+    x.add_argument("lock", type=Path)
+    x.add_argument("--ledger", type=Path, required=True, help="the results directory holding the ledger")
+    x = ksub.add_parser("show", help="print the lock's pins")
+    x.add_argument("lock", type=Path)
+
+    sub.add_parser("cleanup", help="remove containers a crashed round left behind")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not args.cmd:
+        ap.print_help()
+        return ExitCode.USAGE
+    try:
+        return int(_dispatch(args, ap))
+    except ProfileError as e:
+        print(f"profile error: {e}\nFix the profile and run again; nothing was built.", file=sys.stderr)
+        return ExitCode.USAGE
+    except ConsoleError as e:
+        print(e.paragraph(), file=sys.stderr)
+        return int(e.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted; no container is left behind (`console cleanup` removes any that are).", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+
+
+def _dispatch(args, ap) -> int:
+    from . import commands
+    handler = getattr(commands, f"cmd_{args.cmd}")
+    return handler(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Handlers behind `console COMMAND`. Each returns an exit code."""
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from . import sources
+from .cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, ROOT
+from .errors import ExitCode, InfraError, UsageError
+from .profile import Profile, load_profile, rules_from_dict
+
+
+# --- rounds ------------------------------------------------------------------
+
+def _default_out(profile: Profile) -> Path:
+    return ROOT / "results" / profile.name
+
+
+def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
+    """The lock a round reads and updates: --lock, else OUT/reference.lock seeded
+    from the profile's committed template (<profile dir>/<name>/reference.lock)."""
+    if given:
+        return given
+    lock = out / "reference.lock"
+    template = profile.dir / profile.name / "reference.lock"
+    if not lock.exists() and template.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, lock)
+    return lock
+
+
+def _interactive(args) -> bool:
+    return not getattr(args, "headless", False) and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def drive(rnd, args) -> int:
+    """Run a round under the TUI or the headless reporter; both only render events."""
+    from .report import JsonLinesReporter, LineReporter, write_reports
+
+    if _interactive(args):
+        from .tui.app import run_tui
+        code = run_tui(rnd)
+        return rnd.exit_code if code is None else code
+    sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        gen = rnd.events()
+        while True:
+            try:
+                for e in gen:
+                    sink(e)
+                break
+            except KeyboardInterrupt:
+                rnd.abort()  # the round tears down its container and ends as incomplete
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if rnd.receipt is not None:
+        write_reports(rnd.cfg.out_dir, rnd.receipt, rnd.receipt["verdict"])
+    return int(rnd.exit_code)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None):
+    from .round import Round, RoundConfig
+    out = (args.out or _default_out(profile)).resolve()
+    cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
+                      kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
+                      keep_work=args.keep_work)
+    return Round(cfg)
+
+
+def _check_reps(args) -> None:
+    if args.reps is not None and args.reps < 2:
+        raise UsageError("--reps must be at least 2", "A single rep is not a measurement.")
+
+
+def cmd_run(args) -> int:
+    _check_reps(args)
+    profile = load_profile(args.profile)
+    main = sources.parse_spec(args.main) if args.main else profile.source
+    cand = sources.parse_spec(args.candidate)
+    return drive(_round(profile, main, cand, args), args)
+
+
+def cmd_demo(args) -> int:
+    _check_reps(args)
+    profile = load_profile(DEMO_PROFILE)
+    if args.runtime == "docker":
+        _ensure_base(profile)
+    cand = ("patch", str(DEMO_CANDIDATES / f"{args.candidate}.patch"))
+    return drive(_round(profile, sources.parse_spec(str(DEMO_MAIN)), cand, args), args)
+
+
+def cmd_noise(args) -> int:
+    _check_reps(args)
+    profile = load_profile(args.profile)
+    build = sources.parse_spec(args.build) if args.build else profile.source
+    return drive(_round(profile, build, build, args, kind="noise"), args)
+
+
+def cmd_resume(args) -> int:
+    from . import journal
+    from .round import Round, RoundConfig, spec_from_plan
+    jr = journal.read_journal(args.journal)
+    plan = journal.round_plan(jr.events)
+    if plan is None:
+        raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
+    if jr.complete:
+        raise UsageError(f"round {plan['round_id']} already ended", "Start a new round instead.")
+    resume = _Resume(plan=plan, events=jr.events, reps=journal.completed_reps(jr.events))
+    profile = load_profile(plan["profile_path"])
+    lock = Path(plan["out_dir"]) / "reference.lock"
+    cfg = RoundConfig(profile=profile, main=spec_from_plan(plan["main"]), candidate=spec_from_plan(plan["candidate"]),
+                      out_dir=Path(plan["out_dir"]), runtime=plan["runtime"], kind=plan["kind"],
+                      reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume)
+    args.runtime = plan["runtime"]
+    return drive(Round(cfg), args)
+
+
+class _Resume:
+    def __init__(self, plan, events, reps):
+        self.plan, self.events, self.reps = plan, events, reps
+
+
+def cmd_replay(args) -> int:
+    from .replay import ReplaySource
+    from .tui.app import run_tui
+    if not args.file.exists():
+        raise UsageError(f"{args.file} does not exist", "Give a receipt (.json) or a journal (.jsonl).")
+    return run_tui(ReplaySource(args.file, speed=args.speed)) or 0
+
+
+# --- verdicts, ledger, lock ------------------------------------------------------
+
+def _read_receipt(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read receipt {path}: {e}", "Give the path of a receipt.json.") from None
+
+
+def cmd_verdict(args) -> int:
+    from .core import gate
+    from .report import LineReporter
+    receipt = _read_receipt(args.receipt)
+    rules = load_profile(args.profile).gate if args.profile else rules_from_dict(receipt["profile"]["rules"])
+    decide = gate.decide_noise if receipt.get("kind") == "noise" else gate.decide
+    v = decide(receipt, rules).to_dict()
+    if args.json:
+        print(json.dumps(v, indent=2, sort_keys=True))
+    else:
+        print(LineReporter(colour=None).verdict_text(v))
+    stored = receipt.get("verdict") or {}
+    if not args.profile and (stored.get("outcome"), stored.get("tier")) != (v.get("outcome"), v.get("tier")):
+        print(f"warning: the receipt's stored verdict ({stored.get('outcome')}, {stored.get('tier')}) differs from "
+              f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
+    return int(v.get("exit_code", ExitCode.INFRA))
+
+
+def cmd_ledger(args) -> int:
+    from . import store
+    from .core import gate
+    if not args.ledger_cmd:
+        raise UsageError("say which: `console ledger verify|show|rescore DIR`")
+    if not (args.dir / "ledger.jsonl").exists():
+        raise UsageError(f"no ledger at {args.dir / 'ledger.jsonl'}", "Give the --out directory of a round.")
+    if args.ledger_cmd == "verify":
+        problems = store.verify_dir(args.dir)
+        for p in problems:
+            print(p)
+        entries, _ = store.read_ledger(args.dir)
+        print(f"{len(entries)} sealed round(s), {len(problems)} problem(s)")
+        return ExitCode.REJECTED if problems else ExitCode.OK
+    if args.ledger_cmd == "show":
+        entries, _ = store.read_ledger(args.dir)
+        for e in entries:
+            d = e.to_dict()
+            print(f"{d.get('id', '')[:12]}  {d.get('sealed_at', '')}  {d.get('kind', ''):6} "
+                  f"{d.get('profile', '')}  {d.get('round_id', '')}  {d.get('outcome', '')} {d.get('tier') or ''}")
+        return ExitCode.OK
+    profile = load_profile(args.profile)
+    rows = store.rescore_dir(args.dir, gate.decide, profile.gate)
+    changed = 0
+    print(f"{'receipt':12}  {'round':28}  {'sealed as':16}  {'now':16}")
+    for r in rows:
+        d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
+        old = f"{d.get('old_outcome')} {d.get('old_tier') or ''}".strip()
+        new = f"{d.get('new_outcome')} {d.get('new_tier') or ''}".strip()
+        mark = "" if old == new else "  <- changed"
+        changed += old != new
+        print(f"{str(d.get('id', ''))[:12]}  {str(d.get('round_id', '')):28}  {old:16}  {new:16}{mark}")
+    print(f"{len(rows)} round(s) re-scored under {profile.path}; {changed} label(s) change; sealed files untouched")
+    return ExitCode.OK
+
+
+def cmd_lock(args) -> int:
+    from . import store
+    from .core import lock as lockmod
+    if not args.lock_cmd:
+        raise UsageError("say which: `console lock verify|show LOCK`")
+    if not args.lock.exists():
+        raise UsageError(f"no lock file at {args.lock}", "Give the path of a reference.lock.")
+    doc = store.read_lock(args.lock)
+    if args.lock_cmd == "show":
+        print(doc.as_string())
+        return ExitCode.OK
+    problems = lockmod.verify_lock(lockmod.from_toml(doc), store.ledger_receipts(args.ledger))
+    for p in problems:
+        print(p)
+    print(f"{len(problems)} problem(s) in {args.lock}")
+    return ExitCode.REJECTED if any(getattr(p, "level", "error") == "error" for p in problems) else ExitCode.OK
+
+
+# --- images and references ----------------------------------------------------------
+
+def _ensure_base(profile: Profile) -> None:
+    from . import images
+    from .runtime.docker import connect
+    client = connect()
+    if not images.base_status(client, profile)["present"]:
+        print(f"making the pinned base image {profile.image.base} (once; no registry needed)…", flush=True)
+        images.bootstrap(client, profile, lambda line: None)
+
+
+def cmd_images(args) -> int:
+    from . import images
+    from .runtime.docker import connect
+    client = connect()
+    if args.images_cmd == "bootstrap":
+        profile = load_profile(args.profile)
+        r = images.bootstrap(client, profile, lambda line: print(line, flush=True), mirror=args.mirror,
+                             force=args.force)
+        print(f"{profile.image.base}: {r['image_id']}  compiler '{r['compiler']}'"
+              + ("" if r["made"] else " (already present)"))
+        return ExitCode.OK
+    for img in client.images.list(filters={"label": "bench-console.base"}) + \
+            client.images.list(filters={"label": "bench-console"}):
+        tags = ", ".join(img.tags) or "<untagged>"
+        labels = img.labels or {}
+        what = "base" if "bench-console.base" in labels else f"engine ({labels.get('bench-console.build', '?')})"
+        print(f"{img.id[:19]}  {what:20}  {tags}  {labels.get('bench-console.compiler', '')}")
+    return ExitCode.OK
+
+
+def cmd_reference(args) -> int:
+    from . import reference
+    if args.ref_cmd != "capture":
+        raise UsageError("say which: `console reference capture --profile P`")
+    profile = load_profile(args.profile)
+    sha = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile)
+    print(f"reference captured: {profile.parity.reference} sha256 {sha}")
+    if not args.write_profile and sha != profile.parity.reference_sha256:
+        print("the profile still pins the old hash: pass --write-profile, or edit parity.reference_sha256")
+    return ExitCode.OK
+
+
+def cmd_cleanup(args) -> int:
+    from .runtime.docker import DockerRuntime
+    n = DockerRuntime().cleanup_leftovers()
+    print(f"removed {n} container(s) left by the console")
+    return ExitCode.OK

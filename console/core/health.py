@@ -1,0 +1,162 @@
+"""Is a rep trustworthy, or did the node misbehave under it? (pure)
+
+A busy or dying node must cause a retry with a diagnosis, never a failed round
+and never a recorded regression. ``classify_rep`` reads one rep's telemetry
+summary (``console.telemetry``) against the round's preflight and returns the
+reasons the rep is suspect, each "<code>: <sentence>"; ``RetryBudget`` decides
+whether a suspect rep is retried or the round ends as an infrastructure failure
+with a diagnosis. No I/O, no clock.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+LIMITING_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+@dataclass(frozen=True)
+class HealthRules:
+    throttle_share: float = 0.2          # a limiting clock-event reason on more than this share of samples
+    throttle_reasons: tuple[str, ...] = LIMITING_REASONS
+    sm_clock_floor: float = 0.85         # busy SM clock median below this × the reference clock
+    xid: bool = True                     # any XID critical error during the rep
+    foreign_process: bool = True         # a compute process not ours on the GPU during the rep
+    gpu_errors: bool = True              # a GPU query failing mid-rep (e.g. "GPU is lost")
+    other_cpu_cores: float = 0.5         # other processes' CPU use over the rep, in cores
+    load_spike: float = 2.0              # 1-min load above preflight + engine CPUs by more than this
+    retries: int = 3                     # suspect reps retried per round before it is an infra failure
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _preflight_gpu(preflight: dict[str, Any], g: dict[str, Any]) -> dict[str, Any]:
+    for p in preflight.get("gpus") or []:
+        if g.get("uuid") is not None and p.get("uuid") == g.get("uuid"):
+            return p
+    for p in preflight.get("gpus") or []:
+        if p.get("index") == g.get("index"):
+            return p
+    return {}
+
+
+def reference_sm_clock(pg: dict[str, Any]) -> float | None:
+    """The clock a busy rep should reach: a measured reference if the round set one
+    (``reference_sm_clock_mhz``, e.g. from warm-up reps), else the GPU's max SM clock."""
+    ref = pg.get("reference_sm_clock_mhz")
+    if _num(ref) and ref > 0:
+        return float(ref)
+    mx = (pg.get("max_clocks_mhz") or {}).get("sm") if isinstance(pg.get("max_clocks_mhz"), dict) else None
+    return float(mx) if _num(mx) and mx > 0 else None
+
+
+def classify_rep(summary: dict[str, Any] | None, preflight: dict[str, Any] | None,
+                 rules: HealthRules = HealthRules()) -> list[str]:
+    """Reasons this rep's numbers may reflect the node rather than the engine; [] when clean."""
+    if not summary:
+        return []
+    preflight = preflight or {}
+    out: list[str] = []
+
+    if rules.xid:
+        for x in summary.get("xid") or []:
+            out.append(f"xid: XID {x.get('xid')} critical error on {x.get('gpu') or 'a GPU'} during the rep")
+
+    gpus = summary.get("gpus") or []
+    for g in gpus:
+        tag = f"GPU {g.get('index')}"
+        samples = g.get("samples") or 0
+        for reason in rules.throttle_reasons:
+            share = (g.get("throttle") or {}).get(reason, 0.0)
+            if _num(share) and share > rules.throttle_share:
+                out.append(f"throttle: {tag} clocks held by {reason} for {share:.0%} of the rep "
+                           f"(limit {rules.throttle_share:.0%})")
+        med = ((g.get("metrics") or {}).get("sm_clock_mhz") or {}).get("median")
+        ref = reference_sm_clock(_preflight_gpu(preflight, g))
+        if samples and (g.get("busy_samples") or 0) > 0 and _num(med) and ref is not None \
+                and med < rules.sm_clock_floor * ref:
+            out.append(f"low-clock: {tag} SM clock median {med:.0f} MHz is below "
+                       f"{rules.sm_clock_floor:.0%} of {ref:.0f} MHz")
+    if not gpus:   # a summary without per-GPU detail may still carry the merged shares
+        for reason in rules.throttle_reasons:
+            share = (summary.get("throttle") or {}).get(reason, 0.0)
+            if _num(share) and share > rules.throttle_share:
+                out.append(f"throttle: clocks held by {reason} for {share:.0%} of the rep "
+                           f"(limit {rules.throttle_share:.0%})")
+
+    if rules.foreign_process:
+        for p in summary.get("foreign_processes") or []:
+            name = f" ({p['name']})" if p.get("name") else ""
+            out.append(f"foreign-process: process {p.get('pid')}{name} ran on {p.get('gpu') or 'the GPU'} "
+                       "during the rep")
+
+    if rules.gpu_errors:
+        for e in summary.get("errors") or []:
+            if isinstance(e, str) and e.startswith("gpu"):
+                out.append(f"gpu-error: {e}")
+
+    host = summary.get("host") or {}
+    other = (host.get("cpu") or {}).get("other_cores")
+    if _num(other) and other > rules.other_cpu_cores:
+        out.append(f"host-busy: other processes used {other:.2f} cores during the rep "
+                   f"(limit {rules.other_cpu_cores:g})")
+    peak = ((host.get("metrics") or {}).get("load1") or {}).get("max")
+    base = (preflight.get("host") or {}).get("load1")
+    if _num(peak) and _num(base):
+        engine = host.get("engine_cpus")
+        allowance = float(engine) if _num(engine) and engine > 0 else 1.0
+        if peak - base - allowance > rules.load_spike:
+            out.append(f"load-spike: load average rose from {base:.2f} to {peak:.2f} during the rep "
+                       f"(engine allowance {allowance:g}, limit +{rules.load_spike:g})")
+    return out
+
+
+def reason_code(reason: str) -> str:
+    return reason.split(":", 1)[0] if ":" in reason else reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str                  # "accept" | "retry" | "infra"
+    reasons: tuple[str, ...] = ()
+    retries_left: int = 0
+    diagnosis: str | None = None
+
+
+@dataclass
+class RetryBudget:
+    """Suspect reps are retried until the round's budget is spent; then the round is
+    an infrastructure failure whose diagnosis names what the node kept doing."""
+    retries: int = 3
+    used: int = 0
+    suspects: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)   # (rep label, reasons)
+
+    @classmethod
+    def from_rules(cls, rules: HealthRules) -> "RetryBudget":
+        return cls(retries=rules.retries)
+
+    @property
+    def left(self) -> int:
+        return max(0, self.retries - self.used)
+
+    def decide(self, reasons: list[str] | tuple[str, ...], label: str = "") -> Decision:
+        if not reasons:
+            return Decision("accept", (), self.left)
+        self.suspects.append((label, tuple(reasons)))
+        if self.used < self.retries:
+            self.used += 1
+            return Decision("retry", tuple(reasons), self.left)
+        return Decision("infra", tuple(reasons), 0, self.diagnosis())
+
+    def diagnosis(self) -> str:
+        if not self.suspects:
+            return "no suspect reps"
+        codes = Counter(c for _, rs in self.suspects for c in dict.fromkeys(reason_code(x) for x in rs))
+        parts = ", ".join(f"{c} ({n}×)" for c, n in codes.most_common())
+        last_label, last = self.suspects[-1]
+        where = f" {last_label}" if last_label else ""
+        return (f"node unfit for timing: {len(self.suspects)} suspect reps with a retry budget of "
+                f"{self.retries} ({parts}); last{where}: {'; '.join(last)}")

@@ -1,0 +1,508 @@
+"""reference.lock: the pins a round is judged against, and where each came from.
+
+The model is the plain dict that the TOML file parses to. Functions over the
+model are pure; ``apply_changes`` edits a ``tomlkit`` document in place so the
+comments people write next to a pin survive every rewrite.
+
+Rules kept here:
+- 0 means "not measured" and is always legal; any other value cites the
+  sealed receipt that measured it, and re-computing from that receipt gives
+  exactly that value.
+- The frontier is the best sealed measurement of main on its slot: it only
+  rises, and only from main (a candidate becomes main when merged, and is
+  measured as main in the next round).
+- A guard floor is set when unmeasured, raised when main has clearly
+  outgrown it, and never lowered by a program.
+- Attested figures (seen, not sealed) live under ``attested`` and never move
+  a value.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import tomlkit
+from tomlkit.items import Table
+
+from console.core.ledger import Problem
+
+FRONTIER, GUARD = "frontier", "guard"
+KINDS = (FRONTIER, GUARD)
+MIN_REPS = 3                # a single rep is not a measurement
+SIG_DIGITS = 6              # pins keep 6 significant digits; verification compares after the same rounding
+DEFAULT_SIGNIFICANCE = 0.02
+LOCK_FILE = "reference.lock"
+# Verdict outcomes after which main's numbers from the round are not trusted to move a pin.
+UNUSABLE_OUTCOMES = frozenset({"infra", "incomplete", "invalid", "error", "aborted"})
+
+
+class LockError(ValueError):
+    pass
+
+
+# --- slots -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Slot:
+    """Every axis a pinned value depends on; two nodes never share a slot."""
+    profile: str
+    node: str
+    variant: str            # the build variant measured ("main", or e.g. a quant label)
+    metric: str
+    depth: int
+
+    @property
+    def name(self) -> str:
+        return slot_name(self.profile, self.node, self.variant, self.metric, self.depth)
+
+
+def slot_name(profile: str, node: str, variant: str, metric: str, depth: int) -> str:
+    """``<profile>/<node>/<variant>/<metric>/ctx<depth>``."""
+    for what, v in (("profile", profile), ("node", node), ("variant", variant), ("metric", metric)):
+        if not v or "/" in v or '"' in v:
+            raise LockError(f"slot {what} {v!r} must be non-empty and contain no '/' or '\"'")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise LockError(f"slot depth must be a non-negative integer, got {depth!r}")
+    return f"{profile}/{node}/{variant}/{metric}/ctx{depth}"
+
+
+def parse_slot(name: str) -> Slot:
+    parts = name.split("/")
+    if len(parts) != 5 or not parts[4].startswith("ctx") or not parts[4][3:].isdigit():
+        raise LockError(f"slot {name!r} is not <profile>/<node>/<variant>/<metric>/ctx<depth>")
+    s = Slot(parts[0], parts[1], parts[2], parts[3], int(parts[4][3:]))
+    if s.name != name:
+        raise LockError(f"slot {name!r} is not in canonical form ({s.name!r})")
+    return s
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """What a round measures for one slot, and which reps carry it."""
+    slot: Slot
+    kind: str
+    phase: str              # the rep phase whose main reps give the value
+    guard: str | None = None
+
+
+def slots_of(profile: Any) -> dict[str, SlotSpec]:
+    """The frontier slot and one slot per guard, from a Profile or a receipt's profile table.
+
+    Guards measure main's bench metric at their own depth; a guard sharing
+    the frontier's depth (or another guard's) would overwrite it, so it is refused.
+    """
+    p = _profile_view(profile)
+    variant = p.get("variant", "main")
+    bench = p["bench"]
+    front = Slot(p["name"], p["node"], variant, bench["metric"], int(bench["depth"]))
+    specs = {front.name: SlotSpec(front, FRONTIER, "timed")}
+    for g in p["rules"].get("guards", ()):
+        s = Slot(p["name"], p["node"], variant, bench["metric"], int(g["depth"]))
+        if s.name in specs:
+            raise LockError(f"guard {g['name']!r} at ctx{s.depth} would share slot {s.name} with "
+                            f"{specs[s.name].guard or 'the frontier'}; give it its own depth")
+        specs[s.name] = SlotSpec(s, GUARD, f"guard:{g['name']}", g["name"])
+    return specs
+
+
+def frontier_slot(profile: Any) -> str:
+    return next(n for n, s in slots_of(profile).items() if s.kind == FRONTIER)
+
+
+def guard_slots(profile: Any) -> dict[str, str]:
+    """Guard name -> slot name."""
+    return {s.guard: n for n, s in slots_of(profile).items() if s.kind == GUARD}
+
+
+def _profile_view(profile: Any) -> dict[str, Any]:
+    if hasattr(profile, "to_dict"):         # console.profile.Profile
+        d = profile.to_dict()
+        return {**d, "rules": d["gate"]}
+    return dict(profile)                    # a receipt's "profile" table (rules already under "rules")
+
+
+# --- measurement from a sealed receipt ----------------------------------------
+
+@dataclass(frozen=True)
+class Measured:
+    value: float | None     # rounded median of main's ok reps; None when the receipt cannot give one
+    n: int
+    reason: str = ""        # why value is None
+
+
+def pin(x: float) -> float:
+    """The stored form of a measurement: fixed significant digits, so equality is exact."""
+    return float(f"{x:.{SIG_DIGITS}g}")
+
+
+def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
+    """Recompute main's median for ``spec`` from the raw reps, never from the summary."""
+    reps = [r for r in receipt.get("reps", ()) if r.get("build") == "main" and r.get("phase") == spec.phase]
+    ok = [r for r in reps if r.get("status") == "ok" and _finite(r.get("value"))]
+    for r in ok:
+        if r.get("depth") != spec.slot.depth:
+            return Measured(None, len(ok), f"main's {spec.phase} reps ran at ctx{r.get('depth')}, "
+                                           f"the slot says ctx{spec.slot.depth}")
+        metric = (r.get("reported") or {}).get("metric", spec.slot.metric)
+        if metric != spec.slot.metric:
+            return Measured(None, len(ok), f"main's {spec.phase} reps report {metric!r}, the slot says {spec.slot.metric!r}")
+    if len(ok) < MIN_REPS:
+        return Measured(None, len(ok), f"{len(ok)} ok {spec.phase} rep(s) of main; at least {MIN_REPS} needed")
+    return Measured(pin(statistics.median(float(r["value"]) for r in ok)), len(ok))
+
+
+def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:
+    """The node's noise spread a sealed noise receipt carries (``noise.spread``)."""
+    v = (receipt.get("noise") or {}).get("spread")
+    return pin(float(v)) if _finite(v) and v >= 0 else None
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _measured_at(receipt: Mapping[str, Any]) -> str:
+    return str(receipt.get("ended_at") or (receipt.get("seal") or {}).get("sealed_at") or "")
+
+
+def _significance(receipt: Mapping[str, Any], significance: float | None) -> float:
+    if significance is not None:
+        return significance
+    v = ((receipt.get("profile") or {}).get("rules") or {}).get("significance")
+    return float(v) if _finite(v) else DEFAULT_SIGNIFICANCE
+
+
+# --- updates -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Change:
+    """One decision about one pin. ``hold`` changes nothing and says why."""
+    table: str              # "baselines" | "noise"
+    key: str                # slot name or node name
+    action: str             # "set" | "raise" | "hold" | "replace" (noise only)
+    old: float
+    new: float | None
+    receipt: str
+    measured_at: str
+    kind: str = ""          # "frontier" | "guard" for baselines
+    reason: str = ""
+
+    @property
+    def moves(self) -> bool:
+        return self.action != "hold"
+
+
+def baselines(lock: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(lock.get("baselines") or {})
+
+
+def value_of(lock: Mapping[str, Any], slot: str) -> float:
+    v = (baselines(lock).get(slot) or {}).get("value", 0)
+    return float(v) if _finite(v) else 0.0
+
+
+def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mapping[str, Any],
+                        verdict: Any, significance: float | None = None) -> list[Change]:
+    """Decide what a sealed receipt does to the lock (nothing is modified here).
+
+    ``verdict`` is the gate's recomputed verdict (object with ``.outcome`` or
+    its dict); an unusable round moves nothing. ``significance`` (default: the
+    receipt's rules) is how far main must outgrow a guard floor before the
+    floor follows it.
+    """
+    if not isinstance(receipt.get("seal"), Mapping):
+        raise LockError("only a sealed receipt can move a pin")
+    at = _measured_at(receipt)
+    if receipt.get("kind") == "noise":
+        return _noise_changes(lock, receipt_id, receipt, at)
+    if receipt.get("kind") != "round":
+        raise LockError(f"a {receipt.get('kind')!r} receipt measures no pin")
+    specs = slots_of(receipt["profile"])
+    unusable = _unusable(receipt, verdict)
+    changes = []
+    for name, spec in specs.items():
+        old = value_of(lock, name)
+        if unusable:
+            changes.append(Change("baselines", name, "hold", old, None, receipt_id, at, spec.kind, unusable))
+            continue
+        m = measure(receipt, spec)
+        changes.append(_decide(name, spec.kind, old, m, receipt_id, at, _significance(receipt, significance)))
+    return changes
+
+
+def _unusable(receipt: Mapping[str, Any], verdict: Any) -> str:
+    if receipt.get("status") != "complete":
+        return f"round status is {receipt.get('status')!r}, not 'complete'"
+    outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
+    if outcome in UNUSABLE_OUTCOMES:
+        return f"verdict outcome {outcome!r} does not vouch for main's measurements"
+    return ""
+
+
+def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, sig: float) -> Change:
+    def c(action: str, new: float | None, reason: str) -> Change:
+        return Change("baselines", name, action, old, new, rid, at, kind, reason)
+    if m.value is None:
+        return c("hold", None, m.reason)
+    if old <= 0:
+        return c("set", m.value, f"unmeasured; main measured {m.value:g} over {m.n} reps")
+    if kind == FRONTIER:
+        if m.value > old:
+            return c("raise", m.value, f"main measured {m.value:g} > frontier {old:g}")
+        return c("hold", None, f"main measured {m.value:g} <= frontier {old:g}; the frontier is raise-only")
+    if m.value > old * (1 + sig):
+        return c("raise", m.value, f"main measured {m.value:g}, more than {sig:.1%} over floor {old:g}")
+    if m.value < old:
+        return c("hold", None, f"main measured {m.value:g} below guard floor {old:g}; a floor is never "
+                               "lowered automatically: a person decides, with a note")
+    return c("hold", None, f"main measured {m.value:g}, within {sig:.1%} of floor {old:g}")
+
+
+def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str) -> list[Change]:
+    node = str((receipt.get("profile") or {}).get("node", ""))
+    old_t = (lock.get("noise") or {}).get(node) or {}
+    old = float(old_t.get("spread", 0)) if _finite(old_t.get("spread", 0)) else 0.0
+    spread = noise_spread_of(receipt)
+    if not node or spread is None or receipt.get("status") != "complete":
+        return [Change("noise", node, "hold", old, None, rid, at, reason="noise receipt has no usable noise.spread")]
+    # The latest sealed noise figure is the node's noise: it may fall as well as rise.
+    return [Change("noise", node, "set" if old <= 0 else "replace", old, spread, rid, at,
+                   reason=f"sealed noise round measured spread {spread:g}")]
+
+
+def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[str, Any]:
+    """The model after ``changes``: a new dict; holds are skipped."""
+    out = copy.deepcopy(dict(lock))
+    for ch in changes:
+        if not ch.moves:
+            continue
+        t = out.setdefault(ch.table, {}).setdefault(ch.key, {})
+        t.update(_fields(ch))
+    return out
+
+
+def _fields(ch: Change) -> dict[str, Any]:
+    if ch.table == "noise":
+        return {"spread": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at}
+    return {"value": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, "kind": ch.kind}
+
+
+# --- the TOML document ---------------------------------------------------------
+
+def loads(text: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as e:
+        raise LockError(f"reference.lock is not valid TOML: {e}") from None
+
+
+def model(doc: tomlkit.TOMLDocument) -> dict[str, Any]:
+    return doc.unwrap()
+
+
+def apply_changes(doc: tomlkit.TOMLDocument, changes: Iterable[Change]) -> None:
+    """Write moving changes into ``doc``, keeping every comment and unrelated key."""
+    for ch in changes:
+        if ch.moves:
+            table = _table(_table(doc, ch.table, super_table=True), ch.key)
+            for k, v in _fields(ch).items():
+                _set_keep_comment(table, k, v)
+
+
+def record_attested(doc: tomlkit.TOMLDocument, slot: str, value: float, source: str, at: str, note: str = "") -> None:
+    """Record a figure seen but not sealed. It sits beside the pin and never moves it."""
+    parse_slot(slot)
+    table = _table(_table(doc, "baselines", super_table=True), slot)
+    if "value" not in table:
+        _set_keep_comment(table, "value", 0.0)
+    att = tomlkit.inline_table()
+    att.update({"value": float(value), "source": source, "at": at, **({"note": note} if note else {})})
+    _set_keep_comment(table, "attested", att)
+
+
+def _table(parent: Any, key: str, super_table: bool = False) -> Table:
+    if key not in parent:
+        parent[key] = tomlkit.table(is_super_table=super_table)
+    return parent[key]
+
+
+def _set_keep_comment(table: Any, key: str, value: Any) -> None:
+    """Replace a value; a trailing ``# comment`` on its line stays with it."""
+    old = table.get(key) if key in table else None
+    new = value if hasattr(value, "trivia") else tomlkit.item(value)
+    if old is not None and hasattr(old, "trivia") and old.trivia.comment:
+        new.trivia.comment_ws = old.trivia.comment_ws
+        new.trivia.comment = old.trivia.comment
+    table[key] = new
+
+
+def new_lock_text(profile: Any) -> str:
+    """A fresh reference.lock for a profile: every slot present, all unmeasured."""
+    p = _profile_view(profile)
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("Pins a round is judged against. 0 = not measured (always legal)."))
+    doc.add(tomlkit.comment("Every non-zero value is written by `console lock update` from a sealed receipt;"))
+    doc.add(tomlkit.comment("`console lock verify` recomputes it from that receipt. Comments survive rewrites."))
+    ref = tomlkit.table()
+    r = p.get("reference", {})
+    ref.update({"engine": r.get("engine", ""), "repo": r.get("repo", ""), "commit": r.get("commit", ""),
+                "weights_sha256": r.get("weights_sha256", ""), "command": list(r.get("command", ()))})
+    doc["reference"] = ref
+    par = tomlkit.table()
+    par.update({"document_sha256": p["parity"].get("document_sha256", ""),
+                "reference_sha256": p["parity"].get("reference_sha256", "")})
+    doc["parity"] = par
+    base = tomlkit.table(is_super_table=True)
+    for name, spec in slots_of(p).items():
+        t = tomlkit.table()
+        t.update({"kind": spec.kind, "value": 0.0, "receipt": "", "measured_at": ""})
+        base[name] = t
+    doc["baselines"] = base
+    doc["noise"] = tomlkit.table(is_super_table=True)
+    return tomlkit.dumps(doc)
+
+
+# --- staleness -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    code: str               # "pin-stale"
+    slot: str
+    kind: str
+    pinned: float
+    measured: float
+    by: float               # measured / pinned - 1
+    message: str
+
+
+def stale_findings(lock: Mapping[str, Any], receipt: Mapping[str, Any], significance: float) -> list[Finding]:
+    """Pins that main, in this receipt, measures above by more than ``significance``."""
+    out = []
+    for name, spec in slots_of(receipt["profile"]).items():
+        pinned = value_of(lock, name)
+        m = measure(receipt, spec)
+        if pinned <= 0 or m.value is None:
+            continue
+        by = m.value / pinned - 1
+        if by > significance:
+            role = ("tier basis: gains against it are inflated" if spec.kind == FRONTIER
+                    else "regression guard: it admits a drop of up to this much")
+            out.append(Finding("pin-stale", name, spec.kind, pinned, m.value, by,
+                               f"{spec.kind} pin {pinned:g} is stale: main measures {m.value:g} "
+                               f"(+{by:.1%}, over the {significance:.1%} threshold); as a {role}"))
+    return out
+
+
+# --- verification ----------------------------------------------------------------
+
+def verify_lock(lock: Mapping[str, Any], ledger_receipts: Mapping[str, Mapping[str, Any]],
+                file: str = LOCK_FILE) -> list[Problem]:
+    """Every non-zero pin must be re-derivable, exactly, from a sealed receipt in the ledger.
+
+    ``ledger_receipts`` maps id -> receipt for receipts the ledger holds, in
+    ledger order (the last that measures a slot is used for staleness).
+    """
+    problems: list[Problem] = []
+    for name, t in baselines(lock).items():
+        problems += _check_baseline(name, t, ledger_receipts, file)
+    for node, t in (lock.get("noise") or {}).items():
+        problems += _check_noise(node, t, ledger_receipts, file)
+    return problems + _stale_problems(lock, ledger_receipts, file)
+
+
+def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
+    def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
+        return [Problem(code, msg, file, None, rid, name)]
+    try:
+        slot = parse_slot(name)
+    except LockError as e:
+        return p("bad-slot", str(e))
+    if not isinstance(t, Mapping):
+        return p("bad-entry", "expected a table")
+    value = t.get("value", 0)
+    if not _finite(value) or value < 0:
+        return p("bad-value", f"value {value!r} must be a finite number >= 0")
+    if t.get("kind") not in KINDS:
+        return p("bad-kind", f"kind {t.get('kind')!r} must be one of {', '.join(KINDS)}")
+    if "attested" in t and not (isinstance(t["attested"], Mapping) and _finite(t["attested"].get("value"))):
+        return p("bad-attested", "attested must be a table with a numeric value")
+    if value == 0:
+        return []
+    rid = t.get("receipt")
+    if not rid or not isinstance(rid, str):
+        return p("unsourced", f"value {value:g} cites no receipt: a hand-filled pin is indistinguishable "
+                              "from a measured one")
+    if rid not in receipts:
+        return p("receipt-not-in-ledger", f"cited receipt {rid[:12]} is not sealed in the ledger", rid)
+    return _check_against(slot, t["kind"], float(value), rid, receipts[rid], p)
+
+
+def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
+    if r.get("kind") != "round":
+        return p("wrong-receipt", f"cited receipt is a {r.get('kind')!r} receipt, not a round", rid)
+    if r.get("status") != "complete":
+        return p("wrong-receipt", f"cited round has status {r.get('status')!r}, not 'complete'", rid)
+    try:
+        specs = slots_of(r["profile"])
+    except (KeyError, TypeError, LockError) as e:
+        return p("wrong-receipt", f"cited receipt's profile cannot name slots: {e}", rid)
+    spec = specs.get(slot.name)
+    if spec is None:
+        prof = _profile_view(r["profile"])
+        return p("axis-mismatch", f"cited receipt measured {', '.join(sorted(specs))} "
+                                  f"(profile {prof.get('name')!r}, node {prof.get('node')!r}), not this slot", rid)
+    if spec.kind != kind:
+        return p("kind-mismatch", f"slot is a {kind} but the receipt measured it as a {spec.kind}", rid)
+    m = measure(r, spec)
+    if m.value is None:
+        return p("not-measured", f"cited receipt does not give a value: {m.reason}", rid)
+    if m.value != value:
+        return p("value-mismatch", f"lock says {value:g}, the cited receipt gives main median {m.value:g}", rid)
+    return []
+
+
+def _check_noise(node: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
+    def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
+        return [Problem(code, msg, file, None, rid, f"noise.{node}")]
+    if not isinstance(t, Mapping) or not _finite(t.get("spread", 0)) or t.get("spread", 0) < 0:
+        return p("bad-value", "noise entry needs a finite spread >= 0")
+    spread = float(t.get("spread", 0))
+    if spread == 0:
+        return []
+    rid = t.get("receipt")
+    if not isinstance(rid, str) or rid not in receipts:
+        return p("receipt-not-in-ledger", f"spread {spread:g} cites no sealed noise receipt in the ledger",
+                 rid if isinstance(rid, str) and rid else None)
+    r = receipts[rid]
+    if r.get("kind") != "noise":
+        return p("wrong-receipt", f"cited receipt is a {r.get('kind')!r} receipt, not a noise round", rid)
+    got_node = (r.get("profile") or {}).get("node")
+    if got_node != node:
+        return p("axis-mismatch", f"cited noise receipt was measured on node {got_node!r}", rid)
+    if noise_spread_of(r) != spread:
+        return p("value-mismatch", f"lock says {spread:g}, the cited receipt gives {noise_spread_of(r)}", rid)
+    return []
+
+
+def _stale_problems(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
+    latest: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for rid, r in receipts.items():
+        if r.get("kind") != "round" or r.get("status") != "complete":
+            continue
+        try:
+            for name in slots_of(r["profile"]):
+                latest[name] = (rid, r)
+        except (KeyError, TypeError, LockError):
+            continue
+    out = []
+    for name in baselines(lock):
+        if name not in latest:
+            continue
+        rid, r = latest[name]
+        for f in stale_findings(lock, r, _significance(r, None)):
+            if f.slot == name:
+                out.append(Problem(f.code, f.message, file, None, rid, name, fatal=False))
+    return out

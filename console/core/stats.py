@@ -1,0 +1,237 @@
+"""Small, exact statistics for timed reps: medians, spreads, paired ratios, intervals.
+
+Pure Python (no scipy): the Student t quantile comes from the regularized incomplete
+beta function evaluated by its continued fraction, inverted by bisection.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+A, B = "main", "candidate"
+
+
+# --- location and spread -------------------------------------------------------
+
+def median(values: Iterable[float]) -> float:
+    v = sorted(float(x) for x in values)
+    if not v:
+        raise ValueError("median of no values")
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / median: the whole range as a share of the typical value."""
+    m = median(values)
+    return (max(values) - min(values)) / m if m else math.inf
+
+
+def mad(values: Sequence[float]) -> float:
+    m = median(values)
+    return median(abs(x - m) for x in values)
+
+
+def mad_spread(values: Sequence[float]) -> float:
+    """1.4826 x MAD / median: a robust relative standard deviation (σ/μ for normal data)."""
+    m = median(values)
+    return 1.4826 * mad(values) / m if m else math.inf
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "median": None, "min": None, "max": None, "spread": None, "mad_spread": None}
+    return {"n": len(values), "median": median(values), "min": min(values), "max": max(values),
+            "spread": spread(values), "mad_spread": mad_spread(values)}
+
+
+# --- schedule and pairing --------------------------------------------------------
+
+def interleaved_order(reps_per_build: int) -> list[str]:
+    """A B B A A B B A …: each build sits first and second equally often, cancelling linear drift."""
+    order: list[str] = []
+    for k in range(reps_per_build):
+        order += [A, B] if k % 2 == 0 else [B, A]
+    return order
+
+
+def _schedule_key(rep: dict[str, Any]) -> tuple:
+    return (rep.get("position", 0), rep.get("index", 0), rep.get("attempt", 0))
+
+
+def paired_ratios(reps: Iterable[dict[str, Any]]) -> list[float]:
+    """candidate/main value ratios, pairing the k-th candidate rep with the k-th main rep.
+
+    Reps are ordered by their position in the round's schedule, so the listing order
+    does not matter. Pass the valid timed reps of both builds; unpaired extras are dropped.
+    """
+    by_build: dict[str, list[dict[str, Any]]] = {A: [], B: []}
+    for r in reps:
+        if r.get("build") in by_build:
+            by_build[r["build"]].append(r)
+    mains = sorted(by_build[A], key=_schedule_key)
+    cands = sorted(by_build[B], key=_schedule_key)
+    return [float(c["value"]) / float(m["value"]) for m, c in zip(mains, cands)]
+
+
+# --- Student t --------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction for the incomplete beta (modified Lentz)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(ln_front)
+    # The fraction converges fast on this side of the mean; use symmetry on the other.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Inverse of t_cdf by bisection (monotone, so exact to the last bits)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be in (0, 1), got {p}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            break
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+# --- the paired interval --------------------------------------------------------------
+
+def ratio_interval(ratios: Sequence[float], confidence: float) -> tuple[float, float]:
+    """Two-sided interval for the typical cand/main ratio, as gains (ratio - 1).
+
+    Student t on the log ratios (speed ratios are multiplicative, so logs make them
+    symmetric); exponentiated back. Fewer than two pairs give (-inf, inf): a single
+    pair carries no estimate of its own noise and can never be significant.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    if n < 2:
+        return (-math.inf, math.inf)
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    return (math.expm1(mean - half), math.expm1(mean + half))
+
+
+def interval_excludes_zero(interval: tuple[float, float]) -> bool:
+    lo, hi = interval
+    return lo > 0.0 or hi < 0.0
+
+
+# --- noise: a build measured against itself --------------------------------------------
+
+def _significant(a: Sequence[float], b: Sequence[float], ratios: Sequence[float],
+                 significance: float, confidence: float) -> bool:
+    """Would the gate call this a change, in either direction? (A and B are the same build.)"""
+    gain = median(b) / median(a) - 1.0
+    lo, hi = ratio_interval(ratios, confidence)
+    up = gain > significance and lo > 0.0
+    down = -gain > significance and hi < 0.0
+    return up or down
+
+
+def noise_report(a_values: Sequence[float], b_values: Sequence[float],
+                 significance: float, confidence: float) -> dict[str, Any]:
+    """How noisy one build is against itself, and how often the gate would be fooled.
+
+    ``a_values``/``b_values`` are the two interleaved copies' values, in schedule order,
+    paired k-th with k-th. Reports:
+
+    - ``spread``: max |b/a - 1| over pairs — the largest gain noise alone produced;
+      the significance threshold should not be below it;
+    - ``mad_spread``: 1.4826 x MAD of the log ratios — a robust σ of one pair's gain;
+    - ``gain``: median(b)/median(a) - 1 and ``interval`` over all pairs (None ends
+      when fewer than two pairs leave it unbounded);
+    - ``false_positive_rate``: over every contiguous window of at least two pairs, the
+      share in which the significance rule (gain beyond the threshold, interval clear
+      of zero) fires in either direction — since both copies are the same build,
+      every firing is a false positive;
+    - ``suggested_significance``: the smallest threshold at which no window fires.
+    """
+    n = min(len(a_values), len(b_values))
+    a, b = [float(x) for x in a_values[:n]], [float(x) for x in b_values[:n]]
+    ratios = [y / x for x, y in zip(a, b)]
+    report: dict[str, Any] = {"pairs": n, "ratios": ratios, "significance": significance,
+                              "confidence": confidence}
+    if n == 0:
+        return {**report, "spread": None, "mad_spread": None, "gain": None,
+                "interval": [None, None], "windows": 0, "false_positives": 0,
+                "false_positive_rate": None, "suggested_significance": None}
+    logs = [math.log(r) for r in ratios]
+    windows = fired = 0
+    needed = 0.0
+    for i in range(n):
+        for j in range(i + 2, n + 1):
+            windows += 1
+            wa, wb, wr = a[i:j], b[i:j], ratios[i:j]
+            if _significant(wa, wb, wr, significance, confidence):
+                fired += 1
+            if interval_excludes_zero(ratio_interval(wr, confidence)):
+                needed = max(needed, abs(median(wb) / median(wa) - 1.0))
+    return {**report,
+            "spread": max(abs(r - 1.0) for r in ratios),
+            "mad_spread": 1.4826 * median(abs(x - median(logs)) for x in logs),
+            "gain": median(b) / median(a) - 1.0,
+            "interval": [x if math.isfinite(x) else None for x in ratio_interval(ratios, confidence)],
+            "windows": windows, "false_positives": fired,
+            "false_positive_rate": fired / windows if windows else None,
+            "suggested_significance": needed}

@@ -1,0 +1,55 @@
+"""Errors that reach a person, each with what happened and what to do."""
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """The console's exit codes (documented in the README)."""
+    OK = 0              # round complete; candidate accepted or within noise
+    REJECTED = 1        # parity failure, refused claim, guard breach, protected path touched
+    USAGE = 2           # bad command line or profile
+    INFRA = 3           # Docker missing, build failed, node fault: retry, never a regression
+    HELD = 4            # implausible or uncheckable: held for a person to review
+    INTERRUPTED = 130   # Ctrl-C / abort; the round is marked incomplete
+
+
+class ConsoleError(Exception):
+    """Base: ``message`` says what happened, ``hint`` what to do."""
+    exit_code = ExitCode.INFRA
+
+    def __init__(self, message: str, hint: str = ""):
+        self.message, self.hint = message, hint
+        super().__init__(message)
+
+    def paragraph(self) -> str:
+        return f"{self.message}\n{self.hint}".strip()
+
+
+class UsageError(ConsoleError):
+    exit_code = ExitCode.USAGE
+
+
+class InfraError(ConsoleError):
+    """The node or its tooling failed; the round can be retried."""
+    exit_code = ExitCode.INFRA
+
+
+class BuildError(InfraError):
+    def __init__(self, build: str, message: str, hint: str = "", log_tail: list[str] | None = None):
+        self.build, self.log_tail = build, log_tail or []
+        super().__init__(f"build of {build} failed: {message}", hint)
+
+
+class CompilerMismatch(BuildError):
+    def __init__(self, build: str, expected: str, found: str):
+        self.expected, self.found = expected, found
+        super().__init__(
+            build,
+            f"the compiler moved: expected '{expected}', found '{found}'",
+            "Either the base image is not the pinned one (run `console images bootstrap` and check "
+            "its ID) or the pin is out of date: update image.compiler in the profile deliberately.")
+
+
+class Interrupted(ConsoleError):
+    exit_code = ExitCode.INTERRUPTED

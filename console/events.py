@@ -1,0 +1,185 @@
+"""The typed events that flow from a round to whoever watches it.
+
+A round (``console.round``) yields these; the headless reporter, the TUI, the
+journal and replay consume them. They are plain data: every field is JSON-safe,
+so the same stream can be written to a journal, read back and replayed through
+the same screen. ``at`` is the wall-clock time (Unix seconds) the event was made;
+the round stamps it, viewers only read it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+_REGISTRY: dict[str, type["Event"]] = {}
+
+
+@dataclass
+class Event:
+    kind: ClassVar[str] = "event"
+    at: float = field(default_factory=time.time, kw_only=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            _REGISTRY[cls.kind] = cls
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["kind"] = self.kind
+        return d
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    """Rebuild an event from ``Event.to_dict`` output (journal, replay).
+
+    Unknown keys are ignored so that an older viewer can replay a newer journal.
+    """
+    kind = d.get("kind")
+    cls = _REGISTRY.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event kind {kind!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# --- round lifecycle -------------------------------------------------------
+
+@dataclass
+class RoundStarted(Event):
+    kind: ClassVar[str] = "round_started"
+    round_id: str
+    profile: str            # profile name
+    profile_sha256: str
+    runtime: str            # "docker" | "local"
+    host: dict[str, Any]    # host facts (CPU, kernel, Docker, GPUs)
+    plan: dict[str, Any]    # depths, reps, order, tokens … what the round will do
+
+
+@dataclass
+class PhaseStarted(Event):
+    kind: ClassVar[str] = "phase_started"
+    phase: str              # "preflight" | "build" | "parity" | "warm" | "reps" | "verdict"
+
+
+@dataclass
+class Notice(Event):
+    """Something a person should read: a warning, a diagnosis, a refusal."""
+    kind: ClassVar[str] = "notice"
+    level: str              # "info" | "warn" | "error"
+    code: str               # stable machine-readable code, e.g. "pin-stale"
+    message: str
+
+
+# --- builds ----------------------------------------------------------------
+
+@dataclass
+class BuildStarted(Event):
+    kind: ClassVar[str] = "build_started"
+    build: str              # "main" | "candidate" (| "reference")
+    source: dict[str, Any]
+
+
+@dataclass
+class BuildLog(Event):
+    kind: ClassVar[str] = "build_log"
+    build: str
+    line: str
+
+
+@dataclass
+class BuildDone(Event):
+    kind: ClassVar[str] = "build_done"
+    build: str
+    image_id: str
+    base_image_id: str
+    compiler: str
+    seconds: float
+
+
+@dataclass
+class BuildFailed(Event):
+    kind: ClassVar[str] = "build_failed"
+    build: str
+    message: str
+    log_tail: list[str]
+
+
+# --- parity ----------------------------------------------------------------
+
+@dataclass
+class DepthGraded(Event):
+    kind: ClassVar[str] = "depth_graded"
+    build: str
+    depth: int
+    top1: float
+    kl: float
+    ref_entropy: float
+    status: str             # "pass" | "fail" | "uncheckable"
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ParityDone(Event):
+    kind: ClassVar[str] = "parity_done"
+    build: str
+    ok: bool
+    worst_depth: int | None
+    error: str | None = None    # a malformed logits file, a failed run …
+
+
+@dataclass
+class ScoredPathChecked(Event):
+    kind: ClassVar[str] = "scored_path_checked"
+    build: str
+    depth: int
+    top1: float | None
+    kl: float | None
+    ok: bool
+    error: str | None = None
+
+
+# --- reps ------------------------------------------------------------------
+
+@dataclass
+class RepStarted(Event):
+    kind: ClassVar[str] = "rep_started"
+    build: str
+    index: int              # index within this build and phase
+    position: int           # position in the round's interleaved order
+    phase: str              # "warmup" | "short" | "timed" | "guard:<name>"
+
+
+@dataclass
+class RepDone(Event):
+    """One finished run. ``rep`` is the record exactly as the receipt keeps it."""
+    kind: ClassVar[str] = "rep_done"
+    rep: dict[str, Any]
+
+
+@dataclass
+class TelemetrySample(Event):
+    kind: ClassVar[str] = "telemetry"
+    source: str             # "nvml" | "host"
+    values: dict[str, Any]  # e.g. {"sm_clock_mhz": …, "temp_c": …} or host figures
+    build: str | None = None
+    index: int | None = None
+
+
+# --- outcome ---------------------------------------------------------------
+
+@dataclass
+class VerdictReady(Event):
+    kind: ClassVar[str] = "verdict"
+    verdict: dict[str, Any]     # console.core.gate.Verdict.to_dict()
+
+
+@dataclass
+class RoundEnded(Event):
+    kind: ClassVar[str] = "round_ended"
+    status: str             # "complete" | "incomplete" | "infra" | "refused"
+    exit_code: int
+    receipt_path: str | None = None
+    message: str = ""

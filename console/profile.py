@@ -1,0 +1,398 @@
+"""TOML profile -> typed, validated configuration.
+
+A profile says how to build an engine, how to run its bench and logits
+commands, and which rules the gate applies. Every error names the file, the
+key (dotted path) and what was expected, and is raised before anything is
+built. Relative paths are resolved against the profile file's directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ProfileError(Exception):
+    def __init__(self, path: Path | str, key: str, expected: str):
+        self.path, self.key, self.expected = str(path), key, expected
+        super().__init__(f"{path}: key '{key}': {expected}")
+
+
+# --- typed sections --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """Where an engine's source comes from: a local directory or git repo + ref."""
+    path: str | None = None
+    git: str | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    base: str                       # image tag/ID made by `console images bootstrap`, or a digest
+    suite: str                      # Debian suite the bootstrap uses
+    packages: tuple[str, ...]       # packages the base includes
+    compiler: str                   # exact first line the probe must print
+    compiler_probe: tuple[str, ...] # command that prints the compiler version
+    build: str                      # shell command run in /src at build time
+    workdir: str = "/src"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    cpus: float = 1.0
+    memory: str = "1g"
+    pids: int = 64
+    timeout_s: float = 120.0
+    gpus: str = "none"              # "none" | "optional" | "required"
+    env: tuple[str, ...] = ()       # names of host variables passed through (nothing else is)
+    user: str = "65534:65534"       # non-root by default
+    output_limit_mb: int = 64       # the output directory may hold at most this much
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    command: tuple[str, ...]
+    metric: str
+    depth: int
+    tokens: int
+    short_tokens: int
+    reps: int
+    warmup: int = 1
+    shortcut: str = "none"          # "none" | "seek"
+    seek_bytes_per_position: int = 0
+
+
+@dataclass(frozen=True)
+class ParitySpec:
+    command: tuple[str, ...]
+    output: str                     # file the logits command writes in {out}
+    document: str                   # absolute path after loading
+    document_sha256: str
+    reference: str                  # absolute path of reference logits (.npy)
+    reference_sha256: str
+    depths: tuple[int, ...]
+    rows: int
+    vocab: int
+    scored_path_depth: int
+    scored_path_tokens: int
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    """How `console reference capture` produces the reference logits."""
+    runtime: str                    # "local" (trusted host command) or "docker"
+    command: tuple[str, ...]
+    engine: str = ""                # e.g. "numpy float64 reference of the demo model"
+    commit: str = ""
+    weights_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class Guard:
+    name: str
+    depth: int
+    tokens: int
+    reps: int = 3
+    max_drop: float = 0.01          # may fall at most this share below its floor
+
+
+@dataclass(frozen=True)
+class Bands:
+    s: float = 0.035
+    m: float = 0.06
+    l: float = 0.10
+    xl: float = 0.18
+
+
+@dataclass(frozen=True)
+class GateRules:
+    top1_min: float = 0.95
+    kl_max: float = 0.05
+    ratchet: float = 2.0
+    uncheckable_entropy: float = 0.98   # share of log(V) above which a depth is uncheckable
+    significance: float = 0.02
+    confidence: float = 0.95
+    anchor: float = 0.0                 # external reference engine's pinned number; 0 = off
+    bands: Bands = field(default_factory=Bands)
+    plausibility: float = 5.0
+    wall_margin: float = 0.10
+    differential_margin: float = 0.25
+    seek_memory_fraction: float = 0.9
+    guards: tuple[Guard, ...] = ()
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: str                       # absolute path of the profile file
+    sha256: str                     # of the file's bytes
+    description: str
+    source: Source                  # default main source
+    protected: tuple[str, ...]
+    image: ImageSpec
+    run: RunSpec
+    bench: BenchSpec
+    parity: ParitySpec
+    reference: ReferenceSpec
+    gate: GateRules
+    node: str = "local"             # node name used to qualify lock slots
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.path).parent
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rules_from_dict(d: dict[str, Any]) -> GateRules:
+    """Rebuild GateRules from ``asdict`` output (a receipt's stored rules)."""
+    d = dict(d)
+    d["bands"] = Bands(**d.get("bands", {}))
+    d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
+    return GateRules(**d)
+
+
+# --- the loader ------------------------------------------------------------
+
+_SECTIONS = {
+    "name", "description", "node", "source", "engine", "image", "run", "bench",
+    "parity", "reference", "gate",
+}
+
+
+class _Reader:
+    """Reads typed values from a TOML table, naming the dotted key on error."""
+
+    def __init__(self, path: Path, table: dict[str, Any], prefix: str, known: set[str]):
+        self.path, self.table, self.prefix = path, table, prefix
+        for k in table:
+            if k not in known:
+                raise ProfileError(path, self._key(k), "unknown key; expected one of " + ", ".join(sorted(known)))
+
+    def _key(self, k: str) -> str:
+        return f"{self.prefix}.{k}" if self.prefix else k
+
+    def get(self, k: str, kind: type | tuple[type, ...], default: Any = ..., what: str = "") -> Any:
+        if k not in self.table:
+            if default is ...:
+                raise ProfileError(self.path, self._key(k), f"missing; expected {what or _kind_name(kind)}")
+            return default
+        v = self.table[k]
+        if isinstance(v, bool) and bool not in _as_tuple(kind):
+            raise ProfileError(self.path, self._key(k), f"expected {what or _kind_name(kind)}, got {v!r}")
+        if not isinstance(v, kind):
+            raise ProfileError(self.path, self._key(k), f"expected {what or _kind_name(kind)}, got {type(v).__name__} {v!r}")
+        return v
+
+    def num(self, k: str, default: Any = ..., lo: float | None = None, hi: float | None = None,
+            integer: bool = False) -> Any:
+        kind: tuple[type, ...] = (int,) if integer else (int, float)
+        v = self.get(k, kind, default, "an integer" if integer else "a number")
+        if v is default:
+            return v
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            rng = f"{'' if lo is None else lo} .. {'' if hi is None else hi}"
+            raise ProfileError(self.path, self._key(k), f"expected a value in [{rng}], got {v!r}")
+        return float(v) if not integer else int(v)
+
+    def strs(self, k: str, default: Any = ..., nonempty: bool = False) -> tuple[str, ...]:
+        v = self.get(k, list, default, "a list of strings")
+        if v is default:
+            return tuple(v) if isinstance(v, (list, tuple)) else v
+        if not all(isinstance(x, str) for x in v):
+            raise ProfileError(self.path, self._key(k), "expected a list of strings")
+        if nonempty and not v:
+            raise ProfileError(self.path, self._key(k), "expected a non-empty list")
+        return tuple(v)
+
+    def sub(self, k: str, known: set[str], required: bool = True) -> "_Reader":
+        v = self.get(k, dict, ... if required else {}, "a table")
+        return _Reader(self.path, v, self._key(k), known)
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", dict: "a table",
+             list: "a list", bool: "true or false"}
+    return " or ".join(names.get(t, t.__name__) for t in _as_tuple(kind))
+
+
+def _file(path: Path, base: Path, key: str, value: str, must_exist: bool = True) -> str:
+    p = (base / value).resolve()
+    if must_exist and not p.exists():
+        raise ProfileError(path, key, f"expected an existing file, but {p} does not exist")
+    return str(p)
+
+
+def _source(path: Path, r: _Reader, base: Path) -> Source:
+    if "path" in r.table and "git" in r.table:
+        raise ProfileError(path, r.prefix, "expected either 'path' or 'git' (+ 'ref'), not both")
+    if "git" in r.table:
+        return Source(git=r.get("git", str), ref=r.get("ref", str, what="a branch, tag or commit"))
+    if "path" in r.table:
+        return Source(path=_file(path, base, r._key("path"), r.get("path", str)))
+    raise ProfileError(path, r.prefix, "expected 'path' (a local directory) or 'git' and 'ref'")
+
+
+def _placeholders_ok(path: Path, key: str, cmd: tuple[str, ...], allowed: set[str]) -> None:
+    import string
+    for part in cmd:
+        for _, name, _, _ in string.Formatter().parse(part):
+            if name is not None and name not in allowed:
+                raise ProfileError(path, key, f"unknown placeholder {{{name}}}; allowed: "
+                                   + ", ".join("{" + a + "}" for a in sorted(allowed)))
+
+
+BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out"}
+PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"}
+REFERENCE_PLACEHOLDERS = PARITY_PLACEHOLDERS | {"python", "profile_dir"}
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path).resolve()
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as e:
+        raise ProfileError(path, "(file)", f"a readable TOML file ({e.strerror})") from None
+    try:
+        data = tomllib.loads(raw_bytes.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ProfileError(path, "(syntax)", f"valid TOML: {e}") from None
+    base = path.parent
+    top = _Reader(path, data, "", _SECTIONS)
+
+    eng = top.sub("engine", {"source", "protected"})
+    source = _source(path, eng.sub("source", {"path", "git", "ref"}), base)
+    protected = eng.strs("protected", ())
+
+    im = top.sub("image", {"base", "suite", "packages", "compiler", "compiler_probe", "build", "workdir"})
+    image = ImageSpec(
+        base=im.get("base", str, what="a local image tag, an image ID or a digest (sha256:…)"),
+        suite=im.get("suite", str, "bookworm"),
+        packages=im.strs("packages", ("gcc", "libc6-dev", "make")),
+        compiler=im.get("compiler", str, what="the exact first line of the compiler's version output"),
+        compiler_probe=im.strs("compiler_probe", ("gcc", "--version"), nonempty=True),
+        build=im.get("build", str, what="a shell command that builds the engine in the source directory"),
+        workdir=im.get("workdir", str, "/src"),
+    )
+
+    ru = top.sub("run", {"cpus", "memory", "pids", "timeout_s", "gpus", "env", "user", "output_limit_mb"},
+                 required=False)
+    gpus = ru.get("gpus", str, "none")
+    if gpus not in ("none", "optional", "required"):
+        raise ProfileError(path, "run.gpus", f"expected 'none', 'optional' or 'required', got {gpus!r}")
+    memory = ru.get("memory", str, "1g")
+    if not memory[:-1].isdigit() or memory[-1].lower() not in "kmg":
+        raise ProfileError(path, "run.memory", f"expected a size like '512m' or '2g', got {memory!r}")
+    run = RunSpec(
+        cpus=ru.num("cpus", 1.0, lo=0.1), memory=memory, pids=ru.num("pids", 64, lo=8, integer=True),
+        timeout_s=ru.num("timeout_s", 120.0, lo=1), gpus=gpus, env=ru.strs("env", ()),
+        user=ru.get("user", str, "65534:65534"), output_limit_mb=ru.num("output_limit_mb", 64, lo=1, integer=True),
+    )
+
+    be = top.sub("bench", {"command", "metric", "depth", "tokens", "short_tokens", "reps", "warmup",
+                           "shortcut", "seek_bytes_per_position"})
+    bench = BenchSpec(
+        command=be.strs("command", nonempty=True),
+        metric=be.get("metric", str, what="the metric name the bench result line carries"),
+        depth=be.num("depth", lo=0, integer=True),
+        tokens=be.num("tokens", lo=2, integer=True),
+        short_tokens=be.num("short_tokens", lo=1, integer=True),
+        reps=be.num("reps", lo=1, hi=1000, integer=True),
+        warmup=be.num("warmup", 1, lo=0, hi=10, integer=True),
+        shortcut=be.get("shortcut", str, "none"),
+        seek_bytes_per_position=be.num("seek_bytes_per_position", 0, lo=0, integer=True),
+    )
+    if bench.shortcut not in ("none", "seek"):
+        raise ProfileError(path, "bench.shortcut", f"expected 'none' or 'seek', got {bench.shortcut!r}")
+    if bench.shortcut == "seek" and bench.seek_bytes_per_position <= 0:
+        raise ProfileError(path, "bench.seek_bytes_per_position",
+                           "expected a positive byte count when bench.shortcut = 'seek' "
+                           "(it is how the console checks the seek really allocated its cache)")
+    if bench.short_tokens >= bench.tokens:
+        raise ProfileError(path, "bench.short_tokens", f"expected fewer than bench.tokens ({bench.tokens})")
+    _placeholders_ok(path, "bench.command", bench.command, BENCH_PLACEHOLDERS)
+
+    pa = top.sub("parity", {"command", "output", "document", "document_sha256", "reference",
+                            "reference_sha256", "depths", "rows", "vocab", "scored_path_depth",
+                            "scored_path_tokens"})
+    depths = pa.get("depths", list, [4, 128, 256, 512, 1024, 2048, 4096], "a list of positive integers")
+    if not depths or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in depths) \
+            or list(depths) != sorted(set(depths)):
+        raise ProfileError(path, "parity.depths", "expected a non-empty, strictly increasing list of positive integers")
+    rows = pa.num("rows", 1, lo=1, integer=True)
+    if rows > depths[0]:
+        raise ProfileError(path, "parity.rows", f"expected at most the smallest depth ({depths[0]})")
+    parity = ParitySpec(
+        command=pa.strs("command", nonempty=True),
+        output=pa.get("output", str, "logits.npy"),
+        document=_file(path, base, "parity.document", pa.get("document", str)),
+        document_sha256=pa.get("document_sha256", str, what="the sha256 of the token-id document"),
+        reference=_file(path, base, "parity.reference", pa.get("reference", str), must_exist=False),
+        reference_sha256=pa.get("reference_sha256", str, ""),
+        depths=tuple(depths), rows=rows, vocab=pa.num("vocab", lo=2, integer=True),
+        scored_path_depth=pa.num("scored_path_depth", depths[0], lo=1, integer=True),
+        scored_path_tokens=pa.num("scored_path_tokens", 1, lo=1, integer=True),
+    )
+    if parity.scored_path_depth not in parity.depths:
+        raise ProfileError(path, "parity.scored_path_depth", f"expected one of parity.depths {list(parity.depths)}")
+    if parity.scored_path_tokens >= parity.scored_path_depth:
+        raise ProfileError(path, "parity.scored_path_tokens", "expected fewer than parity.scored_path_depth")
+    _placeholders_ok(path, "parity.command", parity.command, PARITY_PLACEHOLDERS)
+
+    rf = top.sub("reference", {"runtime", "command", "engine", "commit", "weights_sha256"}, required=False)
+    reference = ReferenceSpec(
+        runtime=rf.get("runtime", str, "docker"),
+        command=rf.strs("command", parity.command),
+        engine=rf.get("engine", str, ""), commit=rf.get("commit", str, ""),
+        weights_sha256=rf.get("weights_sha256", str, ""),
+    )
+    if reference.runtime not in ("local", "docker"):
+        raise ProfileError(path, "reference.runtime", f"expected 'local' or 'docker', got {reference.runtime!r}")
+    _placeholders_ok(path, "reference.command", reference.command, REFERENCE_PLACEHOLDERS)
+
+    ga = top.sub("gate", {f for f in GateRules.__dataclass_fields__}, required=False)
+    bands_r = ga.sub("bands", {"s", "m", "l", "xl"}, required=False)
+    bands = Bands(**{k: bands_r.num(k, getattr(Bands(), k), lo=0.0) for k in ("s", "m", "l", "xl")})
+    if not (bands.s < bands.m < bands.l < bands.xl):
+        raise ProfileError(path, "gate.bands", "expected strictly increasing bands s < m < l < xl")
+    guards = []
+    for i, g in enumerate(ga.get("guards", list, [], "a list of tables ([[gate.guards]])")):
+        if not isinstance(g, dict):
+            raise ProfileError(path, f"gate.guards[{i}]", "expected a table")
+        gr = _Reader(path, g, f"gate.guards[{i}]", {"name", "depth", "tokens", "reps", "max_drop"})
+        guards.append(Guard(name=gr.get("name", str), depth=gr.num("depth", lo=0, integer=True),
+                            tokens=gr.num("tokens", lo=1, integer=True), reps=gr.num("reps", 3, lo=1, integer=True),
+                            max_drop=gr.num("max_drop", 0.01, lo=0.0, hi=1.0)))
+    d = GateRules()
+    gate = GateRules(
+        top1_min=ga.num("top1_min", d.top1_min, lo=0.0, hi=1.0),
+        kl_max=ga.num("kl_max", d.kl_max, lo=0.0),
+        ratchet=ga.num("ratchet", d.ratchet, lo=1.0),
+        uncheckable_entropy=ga.num("uncheckable_entropy", d.uncheckable_entropy, lo=0.0, hi=1.0),
+        significance=ga.num("significance", d.significance, lo=0.0),
+        confidence=ga.num("confidence", d.confidence, lo=0.5, hi=0.999),
+        anchor=ga.num("anchor", d.anchor, lo=0.0),
+        bands=bands,
+        plausibility=ga.num("plausibility", d.plausibility, lo=1.0),
+        wall_margin=ga.num("wall_margin", d.wall_margin, lo=0.0),
+        differential_margin=ga.num("differential_margin", d.differential_margin, lo=0.0),
+        seek_memory_fraction=ga.num("seek_memory_fraction", d.seek_memory_fraction, lo=0.0, hi=1.0),
+        guards=tuple(guards),
+    )
+
+    return Profile(
+        name=top.get("name", str, what="the profile's name"),
+        path=str(path), sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        description=top.get("description", str, ""), node=top.get("node", str, "local"),
+        source=source, protected=protected, image=image, run=run, bench=bench,
+        parity=parity, reference=reference, gate=gate,
+    )

@@ -1,0 +1,402 @@
+"""Strict readers of what an engine produces: its bench output and its logits files.
+
+Everything an engine writes is hostile input. The bench's stdout counts only
+through one strictly shaped line (``BENCH_RESULT `` + one JSON object with exactly
+the keys of docs/PROTOCOL.md); every other byte is log text, however much it looks
+like a result or a verdict. A logits file counts only if it is a plain ``.npy`` of
+float32/float64 with the declared shape and finite values; its size is checked
+before anything is read, and nothing in it is ever unpickled.
+
+Neither reader raises on bad input other than as documented: the bench parser
+returns refusals (plain sentences for the receipt), the logits readers raise
+``ParityInputError``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+try:  # one error type for every malformed parity input, shared with the parity core
+    from console.core.parity import ParityInputError  # type: ignore[attr-defined]
+except ImportError:  # the parity core may not define it; then it lives here
+    class ParityInputError(ValueError):
+        """A logits file (or other parity input) that cannot be trusted as data."""
+
+
+RESULT_PREFIX = b"BENCH_RESULT "
+RESULT_KEYS = ("metric", "value", "tokens", "elapsed_s", "depth", "context", "shortcut")
+CONTEXTS = ("seek", "doc")
+SHORTCUTS = ("seek", "none")
+RATE_TOLERANCE = 0.01             # value must agree with tokens / elapsed_s within 1 %
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024   # stdout beyond this is refused, not scanned
+MAX_RESULT_LINE = 4096            # a real result line is ~200 bytes; longer ones are refused unparsed
+LOG_TAIL_LINES = 40
+LOG_LINE_CHARS = 500
+
+
+@dataclass
+class BenchParse:
+    """What the console takes from one bench run's stdout.
+
+    ``result`` is set only when exactly one result line passed every check; it then
+    holds exactly the protocol keys with Python types (value/elapsed_s float,
+    tokens/depth int, the rest str). ``refusals`` are sentences naming each problem.
+    """
+    result: dict[str, Any] | None
+    refusals: list[str] = field(default_factory=list)
+    log_tail: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and not self.refusals
+
+
+# --- bench output ----------------------------------------------------------
+
+_RESULT_AT_LINE_START = re.compile(rb"(?:^|\n)BENCH_RESULT ")
+# C0 controls (except tab), DEL and C1 controls: shown escaped so that a log tail
+# cannot drive the terminal or the TUI that displays it
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)]}
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def parse_bench_output(stdout: bytes, *, metric: str, tokens: int, depth: int, context: str,
+                       max_bytes: int = DEFAULT_MAX_BYTES) -> BenchParse:
+    """Parse a bench run's stdout strictly; never raises on any content of ``stdout``."""
+    if isinstance(stdout, str):
+        stdout = stdout.encode("utf-8", "surrogateescape")
+    data = bytes(stdout)
+    tail = log_tail(data)
+    if len(data) > max_bytes:
+        # a result line past the cap could hide a second one; refuse rather than guess
+        return BenchParse(None, [f"output is {len(data)} bytes, over the limit of {max_bytes} bytes"], tail)
+
+    starts = [m.end() - len(RESULT_PREFIX) for m in _RESULT_AT_LINE_START.finditer(data)]
+    if not starts:
+        return BenchParse(None, ["no BENCH_RESULT line"], tail)
+    if len(starts) > 1:
+        n = len(starts)
+        return BenchParse(None, [f"{_NUMBER_WORDS.get(n, str(n))} BENCH_RESULT lines"], tail)
+
+    start = starts[0]
+    end = data.find(b"\n", start)
+    line = data[start:] if end < 0 else data[start:end]
+    obj, refusals = _decode_result_line(line)
+    if obj is None:
+        return BenchParse(None, refusals, tail)
+    result, more = check_result(obj, metric=metric, tokens=tokens, depth=depth, context=context)
+    refusals += more
+    return BenchParse(result if not refusals else None, refusals, tail)
+
+
+def _decode_result_line(line: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    if len(line) > MAX_RESULT_LINE:
+        return None, [f"BENCH_RESULT line is {len(line)} bytes long, over the limit of {MAX_RESULT_LINE}"]
+    payload = line[len(RESULT_PREFIX):]
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, ["BENCH_RESULT line is not valid UTF-8"]
+    if not text.startswith("{"):
+        return None, ["BENCH_RESULT is not followed by one JSON object"]
+
+    problems: list[str] = []
+
+    def constant(name: str) -> float:
+        # json would otherwise accept NaN / Infinity silently
+        problems.append(f"non-standard JSON constant {name}")
+        return float("nan") if name == "NaN" else float(name.replace("Infinity", "inf"))
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for k, v in items:
+            if k in seen:
+                problems.append(f"duplicate key {_short(k)}")
+            seen[k] = v
+        return seen
+
+    decoder = json.JSONDecoder(parse_constant=constant, object_pairs_hook=pairs)
+    try:
+        obj, end = decoder.raw_decode(text)
+    except (ValueError, RecursionError) as e:   # JSONDecodeError, int-digit limits, deep nesting
+        msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        return None, [f"BENCH_RESULT line is not valid JSON ({msg})"]
+    if text[end:].strip(" \t\r"):
+        return None, ["BENCH_RESULT line has text after its JSON object"]
+    if not isinstance(obj, dict):
+        return None, ["BENCH_RESULT is not followed by one JSON object"]
+    # NaN/Infinity are reported per key below (e.g. "value is NaN"); duplicates here
+    return obj, [p for p in problems if p.startswith("duplicate")]
+
+
+def check_result(obj: dict[str, Any], *, metric: str, tokens: int, depth: int,
+                 context: str) -> tuple[dict[str, Any], list[str]]:
+    """Check a decoded result object against the protocol and the run's parameters.
+
+    Returns the typed result (only meaningful when the refusal list is empty).
+    """
+    refusals: list[str] = []
+    for k in obj:
+        if k not in RESULT_KEYS:
+            refusals.append(f"unknown key {_short(k)}")
+    for k in RESULT_KEYS:
+        if k not in obj:
+            refusals.append(f"missing key '{k}'")
+
+    out: dict[str, Any] = {}
+
+    def text(k: str, allowed: tuple[str, ...] | None = None) -> None:
+        if k not in obj:
+            return
+        v = obj[k]
+        if not isinstance(v, str):
+            refusals.append(f"{k} is {_kind(v)}, not a string")
+        elif allowed is not None and v not in allowed:
+            refusals.append(f"{k} {_short(v)} is not one of " + ", ".join(f"'{a}'" for a in allowed))
+        else:
+            out[k] = v
+
+    def positive(k: str) -> None:
+        if k not in obj:
+            return
+        v = obj[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            refusals.append(f"{k} is {_kind(v)}, not a number")
+        elif isinstance(v, float) and math.isnan(v):
+            refusals.append(f"{k} is NaN")
+        elif isinstance(v, float) and math.isinf(v):
+            refusals.append(f"{k} is infinite")
+        elif v <= 0:
+            refusals.append(f"{k} {_num(v)} is not > 0")
+        else:
+            try:
+                f = float(v)
+            except OverflowError:
+                refusals.append(f"{k} is too large")
+                return
+            if math.isinf(f):
+                refusals.append(f"{k} is too large")
+            else:
+                out[k] = f
+
+    def integer(k: str, lo: int) -> None:
+        if k not in obj:
+            return
+        v = obj[k]
+        if isinstance(v, float) and math.isfinite(v):
+            refusals.append(f"{k} {_num(v)} is not an integer")
+        elif isinstance(v, bool) or not isinstance(v, int):
+            refusals.append(f"{k} is {_kind(v)}, not an integer")
+        elif v < lo:
+            refusals.append(f"{k} {_num(v)} is below {lo}")
+        else:
+            out[k] = int(v)
+
+    text("metric")
+    positive("value")
+    integer("tokens", 1)
+    positive("elapsed_s")
+    integer("depth", 0)
+    text("context", CONTEXTS)
+    text("shortcut", SHORTCUTS)
+
+    if "metric" in out and out["metric"] != metric:
+        refusals.append(f"metric {_short(out['metric'])} != expected {_short(metric)}")
+    if "tokens" in out and out["tokens"] != tokens:
+        refusals.append(f"tokens {out['tokens']} != expected {tokens}")
+    if "depth" in out and out["depth"] != depth:
+        refusals.append(f"depth {out['depth']} != expected {depth}")
+    if "context" in out and out["context"] != context:
+        refusals.append(f"context {_short(out['context'])} != expected {_short(context)}")
+    if out.get("context") == "doc" and out.get("shortcut") == "seek":
+        refusals.append("shortcut 'seek' reported for context 'doc', which fills the cache from the document")
+    if all(k in out for k in ("value", "tokens", "elapsed_s")):
+        implied = out["tokens"] / out["elapsed_s"]
+        if not math.isfinite(implied) or abs(out["value"] - implied) > RATE_TOLERANCE * implied:
+            refusals.append(f"value {_num(out['value'])} disagrees with tokens/elapsed_s "
+                            f"{_num(implied)} by more than {RATE_TOLERANCE:.0%}")
+    return {k: out[k] for k in RESULT_KEYS if k in out}, refusals
+
+
+def log_tail(data: bytes, lines: int = LOG_TAIL_LINES, width: int = LOG_LINE_CHARS) -> list[str]:
+    """The last ``lines`` lines of ``data`` as safe display text.
+
+    Works backwards from the end so that a huge output costs only its tail; each
+    line is decoded with replacement, control characters are shown escaped, and
+    a line longer than ``width`` characters is cut and marked with its byte length.
+    """
+    end = len(data)
+    if data.endswith(b"\n"):
+        end -= 1
+    if end <= 0:
+        return []
+    out: list[str] = []
+    # 4 bytes per character at most, plus slack for replacement characters
+    keep = width * 4 + 4
+    while len(out) < lines:
+        nl = data.rfind(b"\n", 0, end)
+        first = nl + 1
+        out.append(_display(data[first:min(end, first + keep)], end - first, width))
+        if nl < 0:
+            break
+        end = nl
+    out.reverse()
+    return out
+
+
+def _display(head: bytes, length: int, width: int) -> str:
+    text = head.decode("utf-8", errors="replace").rstrip("\r").translate(_CONTROL)
+    if len(text) > width or len(head) < length:
+        return text[:width] + f" …[{length} bytes]"
+    return text
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    s = repr(v).translate(_CONTROL)
+    return s if len(s) <= limit else s[: limit - 1] + "…'"
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, (list, dict)):
+        return "an array" if isinstance(v, list) else "an object"
+    return "a number"
+
+
+def _num(x: float | int) -> str:
+    """Short, stable rendering of a number for refusal sentences (6 significant digits)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        s = str(x)
+        return s if len(s) <= 20 else f"{s[:6]}…({len(s)} digits)"
+    try:
+        return repr(float(f"{x:.6g}"))
+    except (OverflowError, ValueError):
+        return repr(x)
+
+
+# --- logits files ----------------------------------------------------------
+
+_NPY_MAGIC = b"\x93NUMPY"
+_MAX_HEADER = 10000          # numpy's own default cap on header size
+
+
+def read_logits(path: str | os.PathLike[str], *, depths: int, rows: int, vocab: int,
+                max_bytes: int) -> np.ndarray:
+    """Read an engine's parity logits as float64 of shape ``[depths, rows, vocab]``.
+
+    The file must be a ``.npy`` holding float32 or float64 (either byte order), of
+    shape ``[depths, rows, vocab]`` or, when ``rows == 1``, ``[depths, vocab]``
+    (returned with the row axis added), every value finite. Raises
+    ``ParityInputError`` for anything else.
+    """
+    accept = [(depths, rows, vocab)] + ([(depths, vocab)] if rows == 1 else [])
+    arr = _read_npy(path, accept, max_bytes)
+    return arr.reshape(depths, rows, vocab)
+
+
+def read_row_logits(path: str | os.PathLike[str], vocab: int, max_bytes: int) -> np.ndarray:
+    """Read the bench's ``bench_logits.npy``: float64 of shape ``[vocab]``."""
+    return _read_npy(path, [(vocab,)], max_bytes)
+
+
+def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_bytes: int) -> np.ndarray:
+    name = os.fspath(path)
+    try:
+        # no symlinks (they could point at any host file), and non-blocking so a FIFO
+        # planted in the output directory cannot hang the console
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ParityInputError(f"{name}: logits file does not exist") from None
+    except OSError as e:
+        if os.path.islink(name):
+            raise ParityInputError(f"{name}: is a symbolic link, not a file the engine wrote") from None
+        raise ParityInputError(f"{name}: cannot open ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ParityInputError(f"{name}: not a regular file")
+        size = st.st_size
+        if size > max_bytes:
+            raise ParityInputError(f"{name}: {size} bytes, over the limit of {max_bytes} bytes")
+        head = f.read(min(size, len(_NPY_MAGIC) + 2 + 4 + _MAX_HEADER))
+        dtype, shape, fortran, offset = _npy_header(name, head)
+
+        if dtype.hasobject:
+            raise ParityInputError(f"{name}: holds Python objects (a pickled array); refused")
+        if (dtype.kind != "f" or dtype.itemsize not in (4, 8) or dtype.names is not None
+                or dtype.subdtype is not None):
+            raise ParityInputError(f"{name}: dtype {dtype.str} is not float32 or float64")
+        if shape not in accept:
+            want = " or ".join(str(list(a)) for a in accept)
+            raise ParityInputError(f"{name}: shape {list(shape)} != expected {want}")
+        count = math.prod(shape)
+        need = offset + count * dtype.itemsize
+        if size < need:
+            raise ParityInputError(f"{name}: truncated ({size} bytes, the header promises {need})")
+        if size > need:
+            raise ParityInputError(f"{name}: {size - need} bytes after the array data")
+        f.seek(offset)
+        body = f.read(count * dtype.itemsize)
+    if len(body) != count * dtype.itemsize:   # the file shrank while being read
+        raise ParityInputError(f"{name}: truncated while reading")
+    arr = np.frombuffer(body, dtype=dtype, count=count)
+    arr = arr.reshape(shape, order="F" if fortran else "C").astype(np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        nan = int(np.isnan(arr).sum())
+        raise ParityInputError(f"{name}: {int(bad.sum())} non-finite values ({nan} NaN), first at "
+                               f"index {list(where)}")
+    return np.ascontiguousarray(arr)
+
+
+def _npy_header(name: str, head: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """Parse a .npy header without numpy's loader (which could be asked to unpickle)."""
+    if len(head) < 10 or not head.startswith(_NPY_MAGIC):
+        raise ParityInputError(f"{name}: not a .npy file (bad magic)")
+    major = head[6]
+    if major == 1:
+        hlen, start = int.from_bytes(head[8:10], "little"), 10
+    elif major in (2, 3):
+        if len(head) < 12:
+            raise ParityInputError(f"{name}: truncated .npy header")
+        hlen, start = int.from_bytes(head[8:12], "little"), 12
+    else:
+        raise ParityInputError(f"{name}: unsupported .npy version {major}.{head[7]}")
+    if hlen > _MAX_HEADER:
+        raise ParityInputError(f"{name}: .npy header of {hlen} bytes is over the limit of {_MAX_HEADER}")
+    raw = head[start:start + hlen]
+    if len(raw) < hlen:
+        raise ParityInputError(f"{name}: truncated .npy header")
+    try:
+        text = raw.decode("latin1" if major < 3 else "utf-8")
+        import ast
+        d = ast.literal_eval(text)
+    except Exception as e:   # hostile header text: any parse failure is a refusal
+        raise ParityInputError(f"{name}: unreadable .npy header ({type(e).__name__})") from None
+    if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
+        raise ParityInputError(f"{name}: .npy header lacks descr/fortran_order/shape")
+    shape, fortran, descr = d["shape"], d["fortran_order"], d["descr"]
+    if not isinstance(shape, tuple) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                               for x in shape) or len(shape) > 32:
+        raise ParityInputError(f"{name}: .npy header has an invalid shape")
+    if not isinstance(fortran, bool):
+        raise ParityInputError(f"{name}: .npy header has an invalid fortran_order")
+    try:
+        dtype = np.lib.format.descr_to_dtype(descr)
+    except Exception:
+        raise ParityInputError(f"{name}: .npy header has an invalid dtype {_short(str(descr))}") from None
+    return dtype, shape, fortran, start + hlen

@@ -1,0 +1,196 @@
+"""Replay a recorded round through the same screen that shows a live one.
+
+Two inputs are understood:
+
+* a journal, ``*.jsonl``: one ``Event.to_dict()`` per line, as a round writes it.
+  A torn last line (the writer died mid-line) is dropped with a notice.
+* a sealed receipt, ``*.json``: the event sequence is synthesized from what the
+  receipt keeps (round, builds, parity depths, reps, the stored verdict). Build
+  logs and notices are not in a receipt, so a receipt replay has none.
+
+Both sources satisfy :class:`console.tui.messages.EventSource`: ``events()``
+blocks while it paces the stream, ``abort()`` ends it with
+``RoundEnded(status="incomplete")``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from console import events as ev
+
+EXIT_REPLAY_ABORTED = 130
+MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
+
+
+class _Paced:
+    """Pacing and abort shared by the sources below."""
+
+    def __init__(self, speed: float = 1.0, max_gap: float = MAX_GAP_S) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0 (0 = as fast as possible)")
+        self.speed = speed
+        self.max_gap = max_gap
+        self._abort = threading.Event()
+
+    def abort(self) -> None:
+        self._abort.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort.is_set()
+
+    def _paced(self, stream: Iterable[ev.Event]) -> Iterator[ev.Event]:
+        prev: float | None = None
+        last_at = 0.0
+        for event in stream:
+            if self.speed > 0 and prev is not None:
+                gap = min(max(event.at - prev, 0.0), self.max_gap) / self.speed
+                if gap > 0:
+                    self._abort.wait(gap)
+            if self._abort.is_set():
+                yield ev.RoundEnded(status="incomplete", exit_code=EXIT_REPLAY_ABORTED,
+                                    message="replay aborted", at=last_at)
+                return
+            prev = last_at = event.at
+            yield event
+
+
+class ListSource(_Paced):
+    """An in-memory stream (tests, benchmarks, embedding)."""
+
+    def __init__(self, events: Iterable[ev.Event], speed: float = 0.0,
+                 max_gap: float = MAX_GAP_S) -> None:
+        super().__init__(speed, max_gap)
+        self._events = list(events)
+
+    def events(self) -> Iterator[ev.Event]:
+        return self._paced(self._events)
+
+
+class ReplaySource(_Paced):
+    """Plays a journal (``.jsonl``) or a sealed receipt (``.json``).
+
+    ``speed`` multiplies real pace (gaps between events' ``at`` stamps, each capped at
+    ``max_gap`` seconds); ``speed=0`` replays as fast as possible.
+    """
+
+    def __init__(self, path: str | Path, speed: float = 1.0, max_gap: float = MAX_GAP_S) -> None:
+        super().__init__(speed, max_gap)
+        self.path = Path(path)
+
+    def events(self) -> Iterator[ev.Event]:
+        if self.path.suffix == ".jsonl":
+            stream = read_journal(self.path)
+        else:
+            stream = events_from_receipt(json.loads(self.path.read_text()), str(self.path))
+        return self._paced(stream)
+
+
+def read_journal(path: Path) -> Iterator[ev.Event]:
+    """Events of a journal, in order; tolerates a torn last line and unknown kinds."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    last_at = 0.0
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            if n == len(lines):
+                yield ev.Notice(level="warn", code="journal-torn",
+                                message=f"{path.name}: last line {n} is torn; replayed up to "
+                                        f"line {n - 1}", at=last_at)
+                return
+            raise ValueError(f"{path}:{n}: not a JSON event line") from None
+        try:
+            event = ev.event_from_dict(d)
+        except (ValueError, TypeError) as exc:
+            yield ev.Notice(level="warn", code="journal-unknown-event",
+                            message=f"{path.name}:{n}: skipped ({exc})", at=last_at)
+            continue
+        last_at = event.at
+        yield event
+
+
+def _epoch(iso: Any, default: float = 0.0) -> float:
+    try:
+        return _dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default
+
+
+def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Iterator[ev.Event]:
+    """The event sequence a sealed receipt implies, stamped along its recorded durations.
+
+    Values are copied as recorded; where the receipt keeps no grade for a depth the
+    status reads "recorded" rather than one this viewer would have to decide.
+    """
+    t = _epoch(receipt.get("started_at"))
+    profile = receipt.get("profile") or {}
+    runtime = receipt.get("runtime") or {}
+    parity = receipt.get("parity") or {}
+    verdict = receipt.get("verdict") or {}
+    builds = receipt.get("builds") or {}
+    depths = sorted({d.get("depth") for b in ("main", "candidate")
+                     for d in (parity.get(b) or {}).get("depths") or [] if "depth" in d})
+    yield ev.RoundStarted(round_id=str(receipt.get("round_id", "")),
+                          profile=str(profile.get("name", "")),
+                          profile_sha256=str(profile.get("sha256", "")),
+                          runtime=str(runtime.get("kind", "")), host=receipt.get("host") or {},
+                          plan={"depths": depths, "parity": profile.get("parity") or {}}, at=t)
+    yield ev.Notice(level="info", code="replay-receipt",
+                    message="replay of a sealed receipt: build logs, telemetry samples and "
+                            "notices are not kept in a receipt", at=t)
+    yield ev.PhaseStarted(phase="build", at=t)
+    for name, b in builds.items():
+        yield ev.BuildStarted(build=name, source=b.get("source") or {}, at=t)
+        t += float(b.get("build_s") or 0.0)
+        yield ev.BuildDone(build=name, image_id=str(b.get("image_id", "")),
+                           base_image_id=str(b.get("base_image_id", "")),
+                           compiler=str(b.get("compiler", "")),
+                           seconds=float(b.get("build_s") or 0.0), at=t)
+    yield ev.PhaseStarted(phase="parity", at=t)
+    for name in ("main", "candidate"):
+        p = parity.get(name)
+        if not isinstance(p, dict):
+            continue
+        for d in p.get("depths") or []:
+            t += 0.05
+            yield ev.DepthGraded(build=name, depth=int(d.get("depth", 0)),
+                                 top1=float(d.get("top1", float("nan"))),
+                                 kl=float(d.get("kl", float("nan"))),
+                                 ref_entropy=float(d.get("ref_entropy", float("nan"))),
+                                 status=str(d.get("status") or "recorded"),
+                                 reasons=list(d.get("reasons") or []), at=t)
+        statuses = [d.get("status") for d in p.get("depths") or []]
+        ok = p.get("ok", p.get("error") is None and "fail" not in statuses)
+        yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=p.get("worst_depth"),
+                            error=p.get("error"), at=t)
+    for name, sp in (parity.get("scored_path") or {}).items():
+        if isinstance(sp, dict):
+            yield ev.ScoredPathChecked(build=name, depth=int(sp.get("depth") or 0),
+                                       top1=sp.get("top1"), kl=sp.get("kl"),
+                                       ok=bool(sp.get("ok", sp.get("error") is None)),
+                                       error=sp.get("error"), at=t)
+    yield ev.PhaseStarted(phase="reps", at=t)
+    for rep in receipt.get("reps") or []:
+        yield ev.RepStarted(build=str(rep.get("build", "")), index=int(rep.get("index") or 0),
+                            position=int(rep.get("position") or 0),
+                            phase=str(rep.get("phase", "")), at=t)
+        if isinstance(rep.get("telemetry"), dict) and rep["telemetry"]:
+            yield ev.TelemetrySample(source="nvml", values=rep["telemetry"],
+                                     build=rep.get("build"), index=rep.get("index"), at=t)
+        t += float(rep.get("wall_s") or 0.0)
+        yield ev.RepDone(rep=rep, at=t)
+    yield ev.PhaseStarted(phase="verdict", at=t)
+    yield ev.VerdictReady(verdict=verdict, at=t)
+    end = _epoch(receipt.get("ended_at"), t)
+    yield ev.RoundEnded(status=str(receipt.get("status", "complete")),
+                        exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
+                        message="replayed from a sealed receipt", at=max(end, t))

@@ -1,0 +1,200 @@
+"""Headless output: progress lines on a terminal, JSON lines, JUnit XML, Markdown.
+
+A consumer of the event stream like the TUI: it renders, it never measures.
+One line per event (build logs only with --verbose, and their tail on failure),
+no cursor movement, colour only on a terminal and never when NO_COLOR is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import IO, Iterable
+from xml.sax.saxutils import escape, quoteattr
+
+from . import events as ev
+
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
+
+
+def use_colour(stream: IO[str]) -> bool:
+    return "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+
+
+class LineReporter:
+    def __init__(self, stream: IO[str] = sys.stdout, verbose: bool = False, colour: bool | None = None):
+        self.stream, self.verbose = stream, verbose
+        self.colour = use_colour(stream) if colour is None else colour
+        self.t0: float | None = None
+
+    def _c(self, text: str, colour: str) -> str:
+        return f"\033[{_COLOURS[colour]}m{text}\033[0m" if self.colour else text
+
+    def _line(self, e: ev.Event, text: str) -> None:
+        if self.t0 is None:
+            self.t0 = e.at
+        stamp = f"{e.at - self.t0:7.1f}s"
+        self.stream.write(f"{self._c(stamp, 'dim')}  {text}\n")
+        self.stream.flush()
+
+    def __call__(self, e: ev.Event) -> None:
+        text = self.format(e)
+        if text is not None:
+            self._line(e, text)
+
+    def format(self, e: ev.Event) -> str | None:  # noqa: C901 - a flat dispatch reads best
+        if isinstance(e, ev.RoundStarted):
+            h = e.host
+            gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
+            return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
+                    f"{h.get('cpu_model', '?')} x{h.get('cores', '?')}, GPUs: {gpus}, "
+                    f"{e.plan.get('reps')} reps per build")
+        if isinstance(e, ev.PhaseStarted):
+            return self._c(f"== {e.phase}", "bold")
+        if isinstance(e, ev.Notice):
+            colour = {"error": "red", "warn": "yellow"}.get(e.level, "blue")
+            return self._c(f"{e.level}: {e.message}", colour)
+        if isinstance(e, ev.BuildStarted):
+            return f"build {e.build}: started from {_source_text(e.source)}"
+        if isinstance(e, ev.BuildLog):
+            return f"  {e.build} | {e.line}" if self.verbose else None
+        if isinstance(e, ev.BuildDone):
+            return (f"build {e.build}: done in {e.seconds:.1f}s, image {e.image_id[:19]}, "
+                    f"base {e.base_image_id[:19]}, compiler '{e.compiler}'")
+        if isinstance(e, ev.BuildFailed):
+            tail = "".join(f"\n    | {line}" for line in e.log_tail[-15:])
+            return self._c(f"build {e.build}: FAILED: {e.message}", "red") + tail
+        if isinstance(e, ev.DepthGraded):
+            colour = {"pass": "green", "uncheckable": "yellow"}.get(e.status, "red")
+            extra = f" ({'; '.join(e.reasons)})" if e.reasons else ""
+            return (f"parity {e.build:9} depth {e.depth:5}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  "
+                    + self._c(e.status, colour) + extra)
+        if isinstance(e, ev.ParityDone):
+            if e.error:
+                return self._c(f"parity {e.build}: FAILED: {e.error}", "red")
+            return f"parity {e.build}: worst depth {e.worst_depth}"
+        if isinstance(e, ev.ScoredPathChecked):
+            if e.error:
+                return self._c(f"scored path {e.build}: FAILED: {e.error}", "red")
+            status = self._c("pass", "green") if e.ok else self._c("FAIL", "red")
+            return f"scored path {e.build} @ depth {e.depth}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  {status}"
+        if isinstance(e, ev.RepStarted):
+            return None
+        if isinstance(e, ev.RepDone):
+            r = e.rep
+            value = f"{r['value']:.2f}" if r.get("value") is not None else "-"
+            mem = f"{r['peak_mem_bytes'] / 2**20:.0f} MiB" if r.get("peak_mem_bytes") else "mem ?"
+            status = r["status"] if r["status"] == "ok" else self._c(r["status"], "red" if r["status"] != "suspect" else "yellow")
+            why = ""
+            if r.get("refusals"):
+                why = " (" + "; ".join(r["refusals"]) + ")"
+            elif r.get("suspect"):
+                why = " (" + "; ".join(r["suspect"]) + ")"
+            return (f"rep {r['position']:3} {r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
+                    f"wall {r['wall_s']:.3f}s {mem} {status}{why}")
+        if isinstance(e, ev.TelemetrySample):
+            return None
+        if isinstance(e, ev.VerdictReady):
+            return self.verdict_text(e.verdict)
+        if isinstance(e, ev.RoundEnded):
+            where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
+            return f"round {e.status} (exit {e.exit_code}){where}"
+        return None
+
+    def verdict_text(self, v: dict) -> str:
+        outcome = v.get("outcome", "?")
+        head = {"accepted": f"ACCEPTED, tier {str(v.get('tier')).upper()}", "none": "NONE (within noise)",
+                "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
+                "uncheckable": "UNCHECKABLE (held)", "infra": "INFRA (node fault, retry)"}.get(outcome, outcome)
+        colour = {"accepted": "green", "none": "blue", "rejected": "red"}.get(outcome, "yellow")
+        lines = [self._c(f"verdict: {head}", colour)]
+        s = v.get("speed") or {}
+        if s.get("gain") is not None:
+            iv = s.get("interval") or [None, None]
+            iv_txt = f"[{iv[0]:+.2%}, {iv[1]:+.2%}]" if None not in iv else "n/a"
+            basis = f", basis {s['basis']:+.2%} ({s.get('basis_kind', '')})" if s.get("basis") is not None else ""
+            lines.append(f"  candidate {s.get('candidate_median', 0):.2f} vs frontier {s.get('frontier', 0):.2f} "
+                         f"({s.get('frontier_source', '')}): gain {s['gain']:+.2%}, interval {iv_txt}{basis}")
+        for r in v.get("reasons", []):
+            lines.append(f"  - {r.get('message', r.get('code'))}")
+        for w in v.get("warnings", []):
+            lines.append(self._c(f"  ! {w.get('message', w.get('code'))}", "yellow"))
+        return "\n".join(lines)
+
+
+class JsonLinesReporter:
+    """Machine-readable progress: each event as one JSON object per line."""
+
+    def __init__(self, stream: IO[str] = sys.stdout):
+        self.stream = stream
+
+    def __call__(self, e: ev.Event) -> None:
+        self.stream.write(json.dumps(e.to_dict(), sort_keys=True, default=str) + "\n")
+        self.stream.flush()
+
+
+def _source_text(src: dict) -> str:
+    if "patch" in src:
+        return f"patch {Path(src['patch']).name} over {_source_text(src.get('over', {}))}"
+    if "git" in src:
+        return f"{src['git']}@{src.get('commit', src.get('ref', ''))[:12]}"
+    return src.get("path", "?")
+
+
+# --- files written beside the receipt ----------------------------------------
+
+def junit_xml(receipt: dict, verdict: dict) -> str:
+    """One test case per gate stage, so CI dashboards show where a round stopped."""
+    cases = []
+    reasons = verdict.get("reasons", [])
+    stages = {"parity": [r for r in reasons if str(r.get("code", "")).startswith(("parity", "depth", "scored"))],
+              "claims": [r for r in reasons if str(r.get("code", "")).startswith(("claim", "refused", "wall", "seek", "differential", "failed"))],
+              "guards": [r for r in reasons if str(r.get("code", "")).startswith("guard")]}
+    other = [r for r in reasons if all(r not in v for v in stages.values())]
+    stages["verdict"] = other
+    for name, rs in stages.items():
+        body = "".join(f"<failure message={quoteattr(r.get('message', ''))}/>" for r in rs)
+        cases.append(f'  <testcase classname="bench-console.{escape(receipt.get("profile", {}).get("name", "?"))}" '
+                     f'name="{name}">{body}</testcase>')
+    failures = sum(1 for rs in stages.values() if rs)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuite name="bench-console round {escape(receipt.get("round_id", ""))}" tests="{len(cases)}" '
+            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def markdown_summary(receipt: dict, verdict: dict) -> str:
+    lines = [f"# Round {receipt.get('round_id')} — {receipt.get('profile', {}).get('name')}", "",
+             f"**Verdict: {verdict.get('outcome')}" + (f", tier {verdict['tier']}" if verdict.get("tier") else "") + "**", ""]
+    for r in verdict.get("reasons", []):
+        lines.append(f"- {r.get('message')}")
+    for w in verdict.get("warnings", []):
+        lines.append(f"- warning: {w.get('message')}")
+    lines += ["", "| build | image | compiler | median | reps | spread |", "|---|---|---|---|---|---|"]
+    for b in ("main", "candidate"):
+        bd = receipt.get("builds", {}).get(b, {})
+        s = receipt.get("summary", {}).get(b, {})
+        med = f"{s['median']:.2f}" if s.get("median") is not None else "-"
+        spread = f"{s['spread']:.2%}" if s.get("spread") is not None else "-"
+        lines.append(f"| {b} | `{bd.get('image_id', '')[:19]}` | {bd.get('compiler', '')} | {med} | {s.get('n', 0)} | {spread} |")
+    par = receipt.get("parity", {})
+    if par.get("candidate", {}).get("depths"):
+        lines += ["", "| depth | main KL | candidate KL | candidate top-1 |", "|---|---|---|---|"]
+        main = {d["depth"]: d for d in par.get("main", {}).get("depths", [])}
+        for d in par["candidate"]["depths"]:
+            m = main.get(d["depth"], {})
+            lines.append(f"| {d['depth']} | {m.get('kl', float('nan')):.2e} | {d['kl']:.2e} | {d['top1']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(out_dir: Path, receipt: dict, verdict: dict) -> list[Path]:
+    paths = [out_dir / "junit.xml", out_dir / "summary.md"]
+    paths[0].write_text(junit_xml(receipt, verdict))
+    paths[1].write_text(markdown_summary(receipt, verdict))
+    return paths
+
+
+def drain(stream: Iterable[ev.Event], *sinks) -> None:
+    for e in stream:
+        for s in sinks:
+            s(e)

@@ -1,0 +1,120 @@
+"""What a runtime gives a round: builds from scratch and isolated, timed runs.
+
+Two implementations: ``docker`` (containers; the default) and ``local`` (plain
+processes, for nodes that forbid Docker). The round only talks to this
+interface, so both produce the same events and the same receipt fields.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+# Inside a build or run, the engine's tree is at SRC_ROOT and its installed
+# binaries under ENGINE_ROOT. Profiles use these fixed paths; the local runtime
+# maps them to per-build temporary directories.
+SRC_ROOT = "/src"
+ENGINE_ROOT = "/engine"
+INPUTS_ROOT = "/inputs"
+OUT_ROOT = "/out"
+
+LOG_TAIL_LINES = 40
+
+
+@dataclass
+class BuildResult:
+    build: str
+    image_id: str           # docker image ID, or a content hash of the local install dir
+    base_image_id: str      # pinned base image ID, or "host"
+    compiler: str           # the asserted compiler string
+    seconds: float
+    root: str = ""          # local runtime: directory that stands for ENGINE_ROOT / SRC_ROOT
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None           # None when the run was killed before it exited
+    wall_s: float                   # measured by the console from outside
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    peak_mem_bytes: int | None = None
+    out_bytes: int = 0
+    killed_reason: str | None = None    # "timeout" | "output limit" | "aborted"
+    extra: dict = field(default_factory=dict)
+
+
+LogSink = Callable[[str], None]
+
+
+class Runtime(Protocol):
+    kind: str
+    isolation: list[str]    # what this runtime enforces, for the receipt
+    lacks: list[str]        # what it does not, said plainly
+
+    def host_facts(self) -> dict: ...
+    def cleanup_leftovers(self) -> int: ...
+    def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink) -> BuildResult: ...  # noqa: F821
+    def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
+            out_dir: Path, run: "RunSpec", label: str) -> RunResult: ...  # noqa: F821
+    def abort(self) -> None: ...
+
+
+def dir_bytes(path: Path) -> int:
+    """Total size of regular files under ``path`` (no symlink following)."""
+    total = 0
+    for root, _dirs, files in os.walk(path, followlinks=False):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(root, f))
+            except OSError:
+                continue
+            total += st.st_size
+    return total
+
+
+def parse_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(text[:-1]) * units[text[-1].lower()]
+
+
+class Watchdog:
+    """Polls a running job: peak memory and the output directory's size.
+
+    Runs in a thread so the main thread can block in ``wait``. ``on_overflow`` is
+    called once when the output directory passes its limit (the caller kills).
+    """
+
+    def __init__(self, read_peak: Callable[[], int | None], out_dir: Path, out_limit: int,
+                 on_overflow: Callable[[], None], interval_s: float = 0.05):
+        self.read_peak, self.out_dir, self.out_limit = read_peak, out_dir, out_limit
+        self.on_overflow, self.interval_s = on_overflow, interval_s
+        self.peak: int | None = None
+        self.overflowed = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def _poll_peak(self) -> None:
+        v = self.read_peak()
+        if v is not None:
+            self.peak = v if self.peak is None else max(self.peak, v)
+
+    def _loop(self) -> None:
+        tick = 0
+        while not self._stop.wait(self.interval_s):
+            self._poll_peak()
+            tick += 1
+            if tick % 5 == 0 and not self.overflowed and dir_bytes(self.out_dir) > self.out_limit:
+                self.overflowed = True
+                self.on_overflow()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._poll_peak()

@@ -1,0 +1,293 @@
+"""The Docker runtime: engine images built from scratch, reps in locked-down containers.
+
+Everything the console creates carries the label ``bench-console=1`` so that a
+crash can be cleaned up on the next start (``cleanup_leftovers``).
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+from ..errors import BuildError, CompilerMismatch, InfraError
+from ..profile import ImageSpec, RunSpec
+from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
+                   LogSink, RunResult, Watchdog, parse_size)
+
+LABEL = "bench-console"
+DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
+_MISMATCH = re.compile(r"^bench-console: compiler mismatch: expected '(.*)', found '(.*)'")
+_COMPILER_OK = re.compile(r"^bench-console: compiler ok: (.*)")
+
+NO_DAEMON_HINT = (
+    "Start the Docker daemon (for example `sudo systemctl start docker`, or `dockerd &`), "
+    "make sure this user may use /var/run/docker.sock, or run with `--runtime local` on a node "
+    "that forbids Docker.")
+
+
+def connect():
+    """A Docker client, or an InfraError that says what to do."""
+    try:
+        import docker
+    except ImportError as e:  # pragma: no cover - dependency is declared
+        raise InfraError(f"the Docker SDK is not installed ({e})", "Run `make setup`.") from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except Exception as e:  # docker.errors.DockerException and transport errors
+        raise InfraError(f"Docker is not reachable: {_short(e)}.", NO_DAEMON_HINT) from None
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def _cgroup_peak_reader(container_id: str):
+    """Return a function reading the container's peak memory from its cgroup.
+
+    Read on the host, never inside the container, so the engine cannot fake it.
+    Covers cgroup v1 (cgroupfs and systemd drivers) and v2.
+    """
+    candidates = [
+        f"/sys/fs/cgroup/memory/docker/{container_id}/memory.max_usage_in_bytes",
+        f"/sys/fs/cgroup/memory/system.slice/docker-{container_id}.scope/memory.max_usage_in_bytes",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.peak",
+        f"/sys/fs/cgroup/docker/{container_id}/memory.peak",
+    ]
+
+    def read() -> int | None:
+        for p in candidates:
+            try:
+                with open(p) as f:
+                    return int(f.read().strip())
+            except (OSError, ValueError):
+                continue
+        return None
+    return read
+
+
+class DockerRuntime:
+    kind = "docker"
+    isolation = ["no network", "read-only root filesystem", "source mounted read-only",
+                 "writable output directory only (size-limited)", "CPU, memory and process limits",
+                 "all capabilities dropped", "no new privileges", "non-root user",
+                 "environment limited to the profile's names", "wall-clock timeout"]
+    lacks: list[str] = []
+
+    def __init__(self, round_label: str = ""):
+        self.client = connect()
+        self.round_label = round_label
+        self._current = None
+        self._lock = threading.Lock()
+        self._aborted = threading.Event()
+
+    # --- facts and hygiene ---------------------------------------------------
+
+    def host_facts(self) -> dict:
+        info = self.client.info()
+        ver = self.client.version()
+        return {
+            "docker": ver.get("Version", "?"),
+            "docker_runtimes": sorted((info.get("Runtimes") or {}).keys()),
+            "cgroup_version": str(info.get("CgroupVersion", "?")),
+            "storage_driver": info.get("Driver", "?"),
+        }
+
+    def has_gpu_runtime(self) -> bool:
+        return "nvidia" in (self.client.info().get("Runtimes") or {})
+
+    def cleanup_leftovers(self) -> int:
+        """Remove every container the console left behind (crash, SIGKILL)."""
+        n = 0
+        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+            try:
+                c.remove(force=True)
+                n += 1
+            except Exception:
+                pass
+        return n
+
+    def abort(self) -> None:
+        self._aborted.set()
+        with self._lock:
+            c = self._current
+        if c is not None:
+            try:
+                c.kill()
+            except Exception:
+                pass
+
+    # --- builds --------------------------------------------------------------
+
+    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink) -> BuildResult:
+        base_id = self.base_image_id(image.base)
+        context = _build_context(src_dir)
+        t0 = time.monotonic()
+        tail: list[str] = []
+        image_id = None
+        compiler = None
+        try:
+            stream = self.client.api.build(
+                fileobj=context, custom_context=True, encoding="gzip", decode=True,
+                nocache=True, rm=True, forcerm=True, pull=False,
+                buildargs={"BASE": base_id, "COMPILER_EXPECTED": image.compiler,
+                           "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build},
+                labels={LABEL: "1", f"{LABEL}.build": build, f"{LABEL}.compiler": image.compiler},
+                network_mode="none",
+            )
+            for chunk in stream:
+                if self._aborted.is_set():
+                    raise InfraError("aborted during the build")
+                for line in str(chunk.get("stream", "")).splitlines():
+                    if not line.strip():
+                        continue
+                    tail = (tail + [line])[-LOG_TAIL_LINES:]
+                    on_log(line)
+                    m = _MISMATCH.match(line)
+                    if m:
+                        raise CompilerMismatch(build, m.group(1), m.group(2))
+                    m = _COMPILER_OK.match(line)
+                    if m:
+                        compiler = m.group(1)
+                if "error" in chunk:
+                    raise BuildError(build, str(chunk["error"]).strip(),
+                                     "Read the build log above; fix the engine's build command or source.",
+                                     tail)
+                aux = chunk.get("aux") or {}
+                if "ID" in aux:
+                    image_id = aux["ID"]
+        except (BuildError, InfraError):
+            raise
+        except Exception as e:
+            raise BuildError(build, _short(e), "Check the Docker daemon and disk space, then retry.", tail) from None
+        if image_id is None or compiler is None:
+            raise BuildError(build, "the build finished without an image or without the compiler check",
+                             "Read the build log above.", tail)
+        return BuildResult(build=build, image_id=image_id, base_image_id=base_id, compiler=compiler,
+                           seconds=time.monotonic() - t0)
+
+    def base_image_id(self, ref: str) -> str:
+        try:
+            return self.client.images.get(ref).id
+        except Exception:
+            raise InfraError(
+                f"the base image '{ref}' is not on this node.",
+                "Make it with `console images bootstrap --profile PROFILE` (no registry is needed), "
+                "or name an image that exists here by ID or digest.") from None
+
+    def image_exists(self, image_id: str) -> bool:
+        try:
+            self.client.images.get(image_id)
+            return True
+        except Exception:
+            return False
+
+    # --- runs ----------------------------------------------------------------
+
+    def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
+            out_dir: Path, run: RunSpec, label: str, gpus: bool = False) -> RunResult:
+        from docker.types import DeviceRequest, LogConfig, Mount
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(out_dir, 0o777)  # the run's non-root user must be able to write here
+        env = {k: os.environ[k] for k in run.env if k in os.environ}
+        kwargs = dict(
+            command=argv, detach=True, network_mode="none", read_only=True, user=run.user,
+            mounts=[Mount(SRC_ROOT, str(src_dir), type="bind", read_only=True),
+                    Mount(INPUTS_ROOT, str(inputs_dir), type="bind", read_only=True),
+                    Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False)],
+            tmpfs={"/tmp": "size=16m"}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            pids_limit=run.pids, mem_limit=run.memory, memswap_limit=run.memory,
+            nano_cpus=int(run.cpus * 1e9), environment=env, working_dir=ENGINE_ROOT,
+            labels={LABEL: "1", f"{LABEL}.round": self.round_label, f"{LABEL}.run": label},
+            log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "1"}),
+        )
+        if gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        try:
+            container = self.client.containers.create(built.image_id, **kwargs)
+        except Exception as e:
+            raise InfraError(f"could not create a container for {label}: {_short(e)}",
+                             "Check the Docker daemon and that the image still exists.") from None
+        with self._lock:
+            self._current = container
+        killed: list[str] = []
+
+        def kill(reason: str) -> None:
+            if not killed:
+                killed.append(reason)
+            try:
+                container.kill()
+            except Exception:
+                pass
+
+        dog = Watchdog(_cgroup_peak_reader(container.id), out_dir, run.output_limit_mb << 20,
+                       lambda: kill("output limit"))
+        exit_code = None
+        try:
+            if self._aborted.is_set():
+                raise InfraError("aborted")
+            t0 = time.monotonic()
+            container.start()
+            dog.start()
+            try:
+                exit_code = int(container.wait(timeout=run.timeout_s)["StatusCode"])
+            except Exception:
+                # requests' ReadTimeout (timeout) or a daemon that went away.
+                if self._aborted.is_set():
+                    kill("aborted")
+                elif time.monotonic() - t0 >= run.timeout_s * 0.99:
+                    kill("timeout")
+                else:
+                    kill("daemon error")
+                try:
+                    container.wait(timeout=10)
+                except Exception:
+                    pass
+            wall = time.monotonic() - t0
+            dog.stop()
+            if self._aborted.is_set() and not killed:
+                killed.append("aborted")
+            try:
+                stdout = container.logs(stdout=True, stderr=False)
+                stderr = container.logs(stdout=False, stderr=True)
+            except Exception:
+                stdout, stderr = b"", b""
+        finally:
+            with self._lock:
+                self._current = None
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass
+        if killed and killed[0] == "daemon error":
+            raise InfraError(f"the Docker daemon stopped answering during {label}",
+                             "Check `docker info`; the round can be resumed with `console resume`.")
+        from .base import dir_bytes
+        return RunResult(exit_code=None if killed else exit_code, wall_s=wall, stdout=stdout, stderr=stderr,
+                         timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
+                         out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None)
+
+
+def _build_context(src_dir: Path) -> io.BytesIO:
+    """A gzip tar of the Dockerfile and the engine's tree (as src/)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(str(DOCKERFILE), arcname="Dockerfile")
+        tar.add(str(src_dir), arcname="src", filter=_strip_owner)
+    buf.seek(0)
+    return buf
+
+
+def _strip_owner(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    if info.name.split("/")[-1] in (".git",):
+        return None
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info

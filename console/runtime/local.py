@@ -1,0 +1,194 @@
+"""The local runtime: the same round without containers, for nodes that forbid Docker.
+
+Builds run in a fresh temporary directory with the host compiler (asserted like
+the image's); reps run as processes in their own process group with the same
+timeouts and output checks. What this does not isolate is listed in ``lacks``
+and in LIMITS.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..errors import BuildError, CompilerMismatch, InfraError
+from ..profile import ImageSpec, RunSpec
+from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
+                   LogSink, RunResult, Watchdog, dir_bytes, parse_size)
+
+_BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
+
+
+class LocalRuntime:
+    kind = "local"
+    isolation = ["fresh build directory per build", "own process group (killed as a whole)",
+                 "wall-clock timeout", "address-space limit", "output directory size limit",
+                 "environment limited to the profile's names"]
+    lacks = ["network isolation", "read-only filesystem (the engine can write anywhere the user can)",
+             "CPU limits (the engine may use every core)", "a pinned base image: the host compiler "
+             "is asserted by its version string only", "protection against processes that leave "
+             "their process group", "capability dropping"]
+
+    def __init__(self, workdir: Path | None = None):
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="bench-console-local-"))
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._aborted = threading.Event()
+
+    def host_facts(self) -> dict:
+        return {"docker": "not used"}
+
+    def cleanup_leftovers(self) -> int:
+        return 0
+
+    def abort(self) -> None:
+        self._aborted.set()
+        with self._lock:
+            p = self._proc
+        if p is not None:
+            _kill_group(p)
+
+    def image_exists(self, image_id: str) -> bool:
+        return False
+
+    # --- builds --------------------------------------------------------------
+
+    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink) -> BuildResult:
+        root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
+        t0 = time.monotonic()
+        probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace")
+        found = (probe.stdout or probe.stderr).splitlines()[0].strip() if (probe.stdout or probe.stderr) else ""
+        if found != image.compiler:
+            raise CompilerMismatch(build, image.compiler, found)
+        on_log(f"bench-console: compiler ok: {found}")
+        shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        (root / "engine").mkdir()
+        cmd = map_paths(image.build, root, None, None)
+        on_log(f"$ {cmd}")
+        proc = subprocess.Popen(["sh", "-ec", cmd], cwd=root / "src", stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", env=_BASE_ENV,
+                                start_new_session=True)
+        with self._lock:
+            self._proc = proc
+        tail: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            tail = (tail + [line])[-LOG_TAIL_LINES:]
+            on_log(line)
+        rc = proc.wait()
+        with self._lock:
+            self._proc = None
+        if self._aborted.is_set():
+            raise InfraError("aborted during the build")
+        if rc != 0:
+            raise BuildError(build, f"the build command exited with {rc}",
+                             "Read the build log above; fix the engine's build command or source.", tail)
+        return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
+                           base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
+                           root=str(root))
+
+    # --- runs ----------------------------------------------------------------
+
+    def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
+            out_dir: Path, run: RunSpec, label: str, gpus: bool = False) -> RunResult:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        root = Path(built.root)
+        args = [map_paths(a, root, inputs_dir, out_dir) for a in argv]
+        env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
+        mem = parse_size(run.memory)
+
+        def limits() -> None:  # runs in the child before exec
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+            if self._aborted.is_set():
+                raise InfraError("aborted")
+            t0 = time.monotonic()
+            try:
+                proc = subprocess.Popen(args, cwd=root / "engine", stdout=so, stderr=se, env=env,
+                                        start_new_session=True, preexec_fn=limits)
+            except OSError as e:
+                return RunResult(exit_code=127, wall_s=0.0, stdout=b"", stderr=str(e).encode())
+            with self._lock:
+                self._proc = proc
+            killed: list[str] = []
+            dog = Watchdog(lambda: None, out_dir, run.output_limit_mb << 20,
+                           lambda: (killed.append("output limit"), _kill_group(proc))).start()
+            status, rusage = 0, None
+            while True:
+                pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() - t0 > run.timeout_s and not killed:
+                    killed.append("timeout")
+                    _kill_group(proc)
+                if self._aborted.is_set() and not killed:
+                    killed.append("aborted")
+                    _kill_group(proc)
+                time.sleep(0.005)
+            wall = time.monotonic() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            _kill_group(proc)  # children that outlived their parent go too
+            dog.stop()
+            with self._lock:
+                self._proc = None
+            so.seek(0)
+            se.seek(0)
+            stdout, stderr = so.read(8 << 20), se.read(1 << 20)
+        peak = rusage.ru_maxrss * 1024 if rusage is not None else None
+        return RunResult(exit_code=None if killed else proc.returncode, wall_s=wall, stdout=stdout,
+                         stderr=stderr, timed_out=bool(killed and killed[0] == "timeout"),
+                         peak_mem_bytes=peak, out_bytes=dir_bytes(out_dir),
+                         killed_reason=killed[0] if killed else None)
+
+
+def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None) -> str:
+    """Rewrite the fixed in-container roots to this build's directories."""
+    table = [(ENGINE_ROOT, str(root / "engine")), (SRC_ROOT, str(root / "src"))]
+    if inputs is not None:
+        table.append((INPUTS_ROOT, str(inputs)))
+    if out is not None:
+        table.append((OUT_ROOT, str(out)))
+    for old, new in table:
+        text = _replace_root(text, old, new)
+    return text
+
+
+def _replace_root(text: str, old: str, new: str) -> str:
+    # Only whole path roots: "/engine" or "/engine/..." — not "/engineering".
+    out, i = [], 0
+    while True:
+        j = text.find(old, i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        end = j + len(old)
+        boundary_before = j == 0 or text[j - 1] in " =:'\""
+        boundary_after = end == len(text) or text[end] in "/ '\""
+        out.append(text[i:j] + (new if boundary_before and boundary_after else old))
+        i = end
+
+
+def tree_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(path)).encode() + b"\0")
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

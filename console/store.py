@@ -1,0 +1,196 @@
+"""The file layer under the ledger and the lock: durable writes, locked appends, reads.
+
+Ordering is the whole point: a receipt file is complete and on disk before a
+ledger line names it, so a crash at any instant leaves either nothing, or an
+orphan receipt (harmless, reported and ignored), or a fully sealed round.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import tomlkit
+
+from console.core import ledger as L
+
+
+# --- durable writes ------------------------------------------------------------
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a rename or a new file in ``path`` survive a power cut."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data``: readers see the old file or the new one, never a mix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --- the ledger ----------------------------------------------------------------
+
+def seal_into(out_dir: str | os.PathLike[str], receipt: Mapping[str, Any], sealed_at: str | None = None) -> str:
+    """Seal ``receipt`` as the next round of ``out_dir``'s ledger; return its id.
+
+    The flock serialises concurrent rounds writing to the same directory, so
+    each sees the true previous id.
+    """
+    out = Path(out_dir)
+    (out / L.RECEIPTS_DIR).mkdir(parents=True, exist_ok=True)
+    with _locked_ledger(out) as f:
+        prev = _last_id(_drop_torn_tail(f))
+        s = L.seal(receipt, prev, sealed_at or utc_now())
+        path = out / L.receipt_file(s.id)
+        if not (path.exists() and path.read_bytes() == s.data):
+            atomic_write(path, s.data)
+        f.seek(0, os.SEEK_END)
+        _write_all(f.fileno(), s.entry.to_line())
+        os.fsync(f.fileno())
+    return s.id
+
+
+class _LockedFile:
+    def __init__(self, path: Path):
+        new = not path.exists()
+        self.f = open(path, "a+b")
+        if new:
+            fsync_dir(path.parent)
+
+    def __enter__(self):
+        fcntl.flock(self.f.fileno(), fcntl.LOCK_EX)
+        return self.f
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
+        self.f.close()
+
+
+def _locked_ledger(out: Path) -> _LockedFile:
+    return _LockedFile(out / L.LEDGER_FILE)
+
+
+def _drop_torn_tail(f: Any) -> bytes:
+    """Cut a half-written last line (a crash mid-append) so the next line starts clean.
+
+    Nothing sealed is lost: that line's receipt file stays, as an orphan.
+    """
+    f.seek(0)
+    data = f.read()
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+        os.fsync(f.fileno())
+        data = data[:keep]
+    return data
+
+
+def _last_id(data: bytes) -> str | None:
+    lines = data.splitlines()
+    if not lines:
+        return None
+    try:
+        return json.loads(lines[-1])["id"]
+    except (ValueError, KeyError, TypeError):
+        # Chaining onto an unreadable line would hide the damage; make the operator look.
+        raise RuntimeError("the last ledger line is malformed; run `console ledger verify` first") from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_ledger(out_dir: str | os.PathLike[str]) -> tuple[list[L.Entry], list[L.Problem]]:
+    path = Path(out_dir) / L.LEDGER_FILE
+    if not path.exists():
+        return [], []
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        return [], [L.Problem("malformed-line", f"not UTF-8: {e}", str(path))]
+    entries, problems = L.parse_ledger(text)
+    return entries, [_absolute(p, Path(out_dir)) for p in problems]
+
+
+def load_receipt(out_dir: str | os.PathLike[str], rid: str) -> bytes | None:
+    path = Path(out_dir) / L.receipt_file(rid)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def receipt_ids(out_dir: str | os.PathLike[str]) -> list[str]:
+    d = Path(out_dir) / L.RECEIPTS_DIR
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def verify_dir(out_dir: str | os.PathLike[str]) -> list[L.Problem]:
+    """Every problem in ``out_dir``'s ledger and receipts, files named by full path."""
+    out = Path(out_dir)
+    entries, problems = read_ledger(out)
+    problems += [_absolute(p, out) for p in L.verify(entries, lambda rid: load_receipt(out, rid))]
+    problems += [_absolute(p, out) for p in L.orphans(entries, receipt_ids(out))]
+    return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
+
+
+def _absolute(p: L.Problem, out: Path) -> L.Problem:
+    if not p.file or os.path.isabs(p.file):
+        return p
+    return L.Problem(p.code, p.message, str(out / p.file), p.line, p.receipt, p.slot, p.fatal)
+
+
+def ledger_receipts(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Sealed receipts in ledger order, only those whose bytes still hash to their id."""
+    out = Path(out_dir)
+    entries, _ = read_ledger(out)
+    found: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        data = load_receipt(out, e.id)
+        if data is not None and L.receipt_id(data) == e.id and e.id not in found:
+            found[e.id] = json.loads(data)
+    return found
+
+
+def iter_receipts(out_dir: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    return iter(ledger_receipts(out_dir).items())
+
+
+def rescore_dir(out_dir: str | os.PathLike[str], decide: Callable[[Any, Any], Any], rules: Any = None,
+                rules_of: Callable[[Mapping[str, Any]], Any] | None = None) -> list[L.Row]:
+    return L.rescore(iter_receipts(out_dir), decide, rules, rules_of)
+
+
+# --- reference.lock --------------------------------------------------------------
+
+def read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
+    return tomlkit.parse(Path(path).read_text(encoding="utf-8"))
+
+
+def write_lock(path: str | os.PathLike[str], doc: tomlkit.TOMLDocument) -> None:
+    atomic_write(path, tomlkit.dumps(doc).encode("utf-8"))

@@ -1,0 +1,223 @@
+"""The live console: renders a round's event stream; decides nothing itself.
+
+``ConsoleApp(source)`` runs ``source.events()`` on a thread worker. Events go
+through an :class:`~console.tui.messages.Inbox` and are applied in batches at most
+every ``refresh_interval`` seconds, so floods of build-log lines and telemetry
+stay cheap. Keys: ``s`` start (when idle), ``a`` abort, ``l`` full log of the
+selected build or rep, ``r`` receipt, ``q`` quit.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import get_current_worker
+
+from .messages import EventSource, EventsPending, Inbox, SourceArg, StreamClosed
+from .screens.dashboard import DashboardScreen
+from .screens.viewers import LogScreen, ReceiptScreen
+from .widgets.builds import BuildPanel
+from .widgets.reps import RepTable
+
+EXIT_QUIT_DURING_ROUND = 130   # the viewer left before the round ended (as after Ctrl-C)
+REFRESH_INTERVAL = 0.05
+
+LatencyProbe = Callable[[list[float]], None]
+
+
+class ConsoleApp(App[int]):
+    """Dashboard for one round at a time.
+
+    ``source``: an :class:`EventSource` (the round starts at once), a zero-argument
+    factory returning one (the app opens idle; ``s`` starts it, and starts a fresh
+    round after one ended), or None (nothing to start).
+    ``clock``: monotonic seconds for the elapsed-time display (inject a fixed one
+    for snapshots). ``latency_probe``: called after each screen refresh with the
+    ``perf_counter`` arrival times of the events that refresh made visible.
+    """
+
+    CSS_PATH = "console.tcss"
+    TITLE = "bench-console"
+    BINDINGS = [
+        Binding("s", "start", "Start"),
+        Binding("a", "abort", "Abort"),
+        Binding("l", "show_log", "Log"),
+        Binding("r", "receipt", "Receipt"),
+        Binding("q", "quit_console", "Quit"),
+    ]
+
+    def __init__(self, source: SourceArg, *, title: str = "bench-console",
+                 clock: Callable[[], float] = time.monotonic, autostart: bool | None = None,
+                 refresh_interval: float = REFRESH_INTERVAL,
+                 latency_probe: LatencyProbe | None = None) -> None:
+        super().__init__()
+        self.title = title
+        self._clock = clock
+        self._refresh_interval = refresh_interval
+        self.latency_probe = latency_probe
+        self._factory: Callable[[], EventSource] | None = None
+        self._source: EventSource | None = None
+        if _is_source(source):
+            self._source = source  # type: ignore[assignment]
+            self._autostart = True if autostart is None else autostart
+        else:
+            self._factory = source  # type: ignore[assignment]
+            self._autostart = bool(autostart) and source is not None
+        self._inbox = Inbox()
+        self._last_drain = 0.0
+        self._drain_timer: Any = None
+        self.running = False
+        self.aborting = False
+        self.dashboard = DashboardScreen(clock)
+
+    # --- lifecycle -------------------------------------------------------
+    def on_mount(self) -> None:
+        self.push_screen(self.dashboard)
+        if self._autostart:
+            self.action_start()
+        elif self._factory is not None:
+            self.dashboard.note("info", "idle", "press s to start a round")
+
+    def action_start(self) -> None:
+        if self.running:
+            self.notify("a round is already running", severity="warning")
+            return
+        source = self._source
+        if source is None or self.dashboard.ended is not None:
+            if self._factory is None:
+                if source is None:
+                    self.notify("nothing to start", severity="warning")
+                return
+            source = self._factory()
+            if self.dashboard.ended is not None:
+                # A fresh round gets a fresh dashboard.
+                old, self.dashboard = self.dashboard, DashboardScreen(self._clock)
+                self.switch_screen(self.dashboard)
+                del old
+        self._source = source
+        self.running = True
+        self.aborting = False
+        self._pump(source)
+
+    @work(thread=True, exclusive=True, group="stream", exit_on_error=False)
+    def _pump(self, source: EventSource) -> None:
+        worker = get_current_worker()
+        error: str | None = None
+        try:
+            for event in source.events():
+                if self._inbox.put(event):
+                    self.post_message(EventsPending())
+                if worker.is_cancelled:
+                    break
+        except Exception as exc:  # the stream broke; say so instead of dying
+            error = f"{type(exc).__name__}: {exc}"
+        self.post_message(StreamClosed(error))
+
+    # --- applying events -------------------------------------------------
+    def on_events_pending(self, _: EventsPending) -> None:
+        if self._drain_timer is not None:
+            return
+        wait = self._last_drain + self._refresh_interval - time.monotonic()
+        if wait <= 0:
+            self._drain()
+        else:
+            self._drain_timer = self.set_timer(wait, self._drain)
+
+    def _drain(self) -> None:
+        self._drain_timer = None
+        self._last_drain = time.monotonic()
+        arrivals = self._inbox.drain()
+        if not arrivals:
+            return
+        self.dashboard.apply_batch(a.event for a in arrivals)
+        if self.latency_probe is not None:
+            received = [a.received for a in arrivals]
+            self.dashboard.call_after_refresh(self.latency_probe, received)
+
+    def on_stream_closed(self, message: StreamClosed) -> None:
+        self._drain()
+        self.running = False
+        dash = self.dashboard
+        if message.error:
+            dash.note("error", "stream-error", message.error)
+            dash.header.set_status("stream error")
+        elif dash.ended is None:
+            dash.note("warn", "stream-ended", "the event stream ended without RoundEnded")
+            dash.header.set_status("stream ended")
+
+    # --- keys ------------------------------------------------------------
+    def action_abort(self) -> None:
+        if not self.running or self._source is None:
+            self.notify("no round is running", severity="warning")
+            return
+        if self.aborting:
+            return
+        self.aborting = True
+        self.dashboard.header.set_status("aborting…")
+        self.dashboard.note("warn", "abort", "abort requested; waiting for the round to end")
+        self._source.abort()
+
+    def action_show_log(self) -> None:
+        dash = self.dashboard
+        focused = dash.focused
+        if isinstance(focused, RepTable):
+            rep = focused.selected_record()
+            if rep is not None:
+                title = (f"rep {rep.get('build')} {rep.get('phase')} #{rep.get('index')} "
+                         f"(position {rep.get('position')}, {rep.get('status')})")
+                self.push_screen(LogScreen(title, [str(x) for x in rep.get("log_tail") or []]))
+                return
+        panel = None
+        node = focused
+        while node is not None and panel is None:
+            panel = node if isinstance(node, BuildPanel) else None
+            node = node.parent
+        if panel is None:
+            panel = dash.build_panel(dash.last_build or "main")
+        self.push_screen(LogScreen(f"build log: {panel.build}", panel.lines))
+
+    def action_receipt(self) -> None:
+        ended = self.dashboard.ended
+        path = ended.receipt_path if ended else None
+        if not path:
+            self.notify("no receipt yet", severity="warning")
+            return
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            self.notify(f"cannot read receipt {path}: {exc}", severity="error")
+            return
+        self.push_screen(ReceiptScreen(path, data))
+
+    def action_quit_console(self) -> None:
+        if self.running and self._source is not None:
+            # Leaving mid-round still tears the round down.
+            self._source.abort()
+            self.exit(EXIT_QUIT_DURING_ROUND, return_code=EXIT_QUIT_DURING_ROUND)
+            return
+        ended = self.dashboard.ended
+        code = ended.exit_code if ended is not None else 0
+        self.exit(code, return_code=code)
+
+
+def _is_source(obj: Any) -> bool:
+    return obj is not None and callable(getattr(obj, "events", None)) \
+        and callable(getattr(obj, "abort", None))
+
+
+def run_tui(source: SourceArg, **kw: Any) -> int:
+    """Run the console until the user quits; returns the exit code to use.
+
+    That is the round's ``RoundEnded.exit_code`` when it ended,
+    :data:`EXIT_QUIT_DURING_ROUND` when the user left mid-round, else 0.
+    """
+    app = ConsoleApp(source, **kw)
+    result = app.run()
+    if isinstance(result, int):
+        return result
+    return app.return_code or 0

@@ -1,0 +1,182 @@
+"""The round dashboard: every event lands on exactly one widget, in arrival order."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from console import events as ev
+
+from ..widgets.builds import BuildPanel
+from ..widgets.header import RoundHeader
+from ..widgets.notices import NoticeLog
+from ..widgets.parity import ParityPanel
+from ..widgets.reps import RepPlot, RepSummary, RepTable
+from ..widgets.verdict import VerdictPanel
+
+BUILDS = ("main", "candidate")
+
+
+class DashboardScreen(Screen[None]):
+    """One round, filling in live. ``apply`` is the only way state changes."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(id="dashboard")
+        self._clock = clock
+        self.ended: ev.RoundEnded | None = None
+        self.last_build: str | None = None
+        self.events_applied = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ev.RoundStarted: self._round_started, ev.PhaseStarted: self._phase,
+            ev.Notice: self._notice, ev.BuildStarted: self._build_started,
+            ev.BuildDone: self._build_done, ev.BuildFailed: self._build_failed,
+            ev.DepthGraded: self._depth_graded, ev.ParityDone: self._parity_done,
+            ev.ScoredPathChecked: self._scored_path, ev.RepStarted: self._rep_started,
+            ev.RepDone: self._rep_done, ev.VerdictReady: self._verdict,
+            ev.RoundEnded: self._round_ended,
+        }
+
+    def compose(self) -> ComposeResult:
+        yield RoundHeader(self._clock, id="header")
+        with Horizontal(id="body"):
+            with VerticalScroll(id="left"):
+                for build in BUILDS:
+                    yield BuildPanel(build)
+                yield ParityPanel()
+            with Vertical(id="right"):
+                table = RepTable()
+                table.border_title = "reps"
+                yield table
+                yield RepSummary(id="reps-summary")
+                yield RepPlot()
+        with Horizontal(id="bottom"):
+            yield NoticeLog()
+            yield VerdictPanel()
+        yield Footer()
+
+    # --- widgets ---------------------------------------------------------
+    @property
+    def header(self) -> RoundHeader:
+        return self.query_one(RoundHeader)
+
+    @property
+    def parity(self) -> ParityPanel:
+        return self.query_one(ParityPanel)
+
+    @property
+    def reps(self) -> RepTable:
+        return self.query_one(RepTable)
+
+    @property
+    def verdict(self) -> VerdictPanel:
+        return self.query_one(VerdictPanel)
+
+    @property
+    def notices(self) -> NoticeLog:
+        return self.query_one(NoticeLog)
+
+    def build_panel(self, build: str) -> BuildPanel:
+        found = self.query(f"#build-{build}")
+        if found:
+            return found.first(BuildPanel)
+        # An extra build (e.g. "reference") gets its own panel above parity.
+        panel = BuildPanel(build)
+        self.query_one("#left").mount(panel, before=self.parity)
+        return panel
+
+    # --- applying events -------------------------------------------------
+    def apply_batch(self, batch: Iterable[ev.Event]) -> None:
+        """Apply events in order, merging floods: log lines per build, newest telemetry."""
+        logs: dict[str, list[str]] = {}
+        telemetry: dict[str, ev.TelemetrySample] = {}
+
+        def flush() -> None:
+            for build, lines in logs.items():
+                self.build_panel(build).add_lines(lines)
+            for sample in telemetry.values():
+                self.header.set_telemetry(sample.source, sample.values)
+            logs.clear()
+            telemetry.clear()
+
+        with self.app.batch_update():
+            for event in batch:
+                self.events_applied += 1
+                if isinstance(event, ev.BuildLog):
+                    logs.setdefault(event.build, []).append(event.line)
+                    self.last_build = event.build
+                    continue
+                if isinstance(event, ev.TelemetrySample):
+                    telemetry[event.source] = event
+                    continue
+                flush()  # keep order: a build's lines land before its BuildDone
+                handler = self._handlers.get(type(event))
+                if handler is not None:
+                    handler(event)
+            flush()
+
+    def note(self, level: str, code: str, message: str, at: float | None = None) -> None:
+        self.notices.add(level, code, message, at)
+
+    def _round_started(self, e: ev.RoundStarted) -> None:
+        self.header.round_started(e.round_id, e.profile, e.profile_sha256, e.runtime, e.host)
+        self.parity.set_plan(e.plan or {})
+
+    def _phase(self, e: ev.PhaseStarted) -> None:
+        self.header.set_phase(e.phase)
+
+    def _notice(self, e: ev.Notice) -> None:
+        self.note(e.level, e.code, e.message, e.at)
+
+    def _build_started(self, e: ev.BuildStarted) -> None:
+        self.last_build = e.build
+        self.build_panel(e.build).started()
+
+    def _build_done(self, e: ev.BuildDone) -> None:
+        self.build_panel(e.build).done({"image_id": e.image_id, "base_image_id": e.base_image_id,
+                                        "compiler": e.compiler, "seconds": e.seconds})
+
+    def _build_failed(self, e: ev.BuildFailed) -> None:
+        self.build_panel(e.build).failed(e.message, e.log_tail)
+        self.note("error", "build-failed", f"{e.build}: {e.message}", e.at)
+
+    def _depth_graded(self, e: ev.DepthGraded) -> None:
+        self.parity.graded(e.build, e.depth, e.top1, e.kl, e.status, list(e.reasons or []))
+
+    def _parity_done(self, e: ev.ParityDone) -> None:
+        self.parity.done(e.build, e.ok, e.worst_depth, e.error)
+
+    def _scored_path(self, e: ev.ScoredPathChecked) -> None:
+        self.parity.scored_path(e.build, {"depth": e.depth, "top1": e.top1, "kl": e.kl,
+                                          "ok": e.ok, "error": e.error})
+
+    def _rep_started(self, e: ev.RepStarted) -> None:
+        self.reps.started(e.build, e.phase, e.index, e.position)
+
+    def _rep_done(self, e: ev.RepDone) -> None:
+        rep = e.rep or {}
+        self.reps.done(rep)
+        value = rep.get("value")
+        # Only what the rep record itself marks as a timed, usable value is plotted.
+        if rep.get("phase") == "timed" and rep.get("status") in ("ok", "suspect") \
+                and isinstance(value, (int, float)):
+            build = str(rep.get("build"))
+            self.query_one(RepSummary).add(build, float(value))
+            self.query_one(RepPlot).add(build, int(rep.get("position") or 0), float(value))
+
+    def _verdict(self, e: ev.VerdictReady) -> None:
+        self.verdict.show(e.verdict or {})
+        self.add_class("-verdict")
+
+    def _round_ended(self, e: ev.RoundEnded) -> None:
+        self.ended = e
+        self.header.round_ended(e.status)
+        level = "info" if e.status == "complete" else "warn"
+        msg = f"round {e.status}, exit code {e.exit_code}"
+        if e.message:
+            msg += f": {e.message}"
+        if e.receipt_path:
+            msg += f"  (receipt: {e.receipt_path}; press r)"
+        self.note(level, "round-ended", msg, e.at)

@@ -1,0 +1,163 @@
+"""Parity against the reference: one stable row per depth, filled as depths are graded."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "uncheckable": "yellow"}
+_STATUS_SHORT = {"uncheckable": "unchk", "recorded": "rec"}
+_BUILD_COLS = {"main": ("m_top1", "m_kl"), "candidate": ("c_top1", "c_kl")}
+
+
+def fmt_top1(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "—"
+
+
+def fmt_kl(v: Any) -> str:
+    return f"{v:.1e}" if isinstance(v, (int, float)) else "—"
+
+
+def status_text(status: str | None) -> Text:
+    if not status:
+        return Text("·", style="dim")
+    return Text(_STATUS_SHORT.get(status, status), style=_STATUS_STYLE.get(status, "dim"))
+
+
+def bar_caption(plan: dict[str, Any]) -> str:
+    """The parity bar as the plan states it (the app never sets one)."""
+    spec = plan.get("parity") if isinstance(plan.get("parity"), dict) else plan
+    top1 = next((spec[k] for k in ("top1_min", "min_top1") if k in spec), None)
+    kl = next((spec[k] for k in ("kl_max", "max_kl") if k in spec), None)
+    parts = []
+    if isinstance(top1, (int, float)):
+        parts.append(f"top-1 ≥ {top1:.3f}")
+    if isinstance(kl, (int, float)):
+        parts.append(f"KL ≤ {kl:.1e}")
+    return "bar " + ", ".join(parts) if parts else ""
+
+
+class ParityPanel(Vertical):
+    """Depth table plus a line for the worst depth and the scored-path check."""
+
+    DEFAULT_CSS = """
+    ParityPanel { height: auto; border: round $primary-darken-2; }
+    ParityPanel DataTable { height: auto; max-height: 12; scrollbar-size: 1 1; }
+    ParityPanel .parity-notes { height: auto; padding: 0 1; }
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(id="parity", **kw)
+        self.border_title = "parity vs reference"
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.worst: dict[str, int | None] = {}
+        self.parity_ok: dict[str, bool] = {}
+        self.errors: dict[str, str] = {}
+        self.scored: dict[str, dict[str, Any]] = {}
+
+    def compose(self) -> ComposeResult:
+        table: DataTable = DataTable(cursor_type="row", zebra_stripes=False, id="parity-table")
+        # Sized to fit the 58-cell column: depth, figures per build, both grades.
+        table.add_column("depth", key="depth", width=6)
+        table.add_column("m top1", key="m_top1", width=6)
+        table.add_column("m KL", key="m_kl", width=7)
+        table.add_column("c top1", key="c_top1", width=6)
+        table.add_column("c KL", key="c_kl", width=7)
+        table.add_column("grade m/c", key="grade", width=11)
+        yield table
+        yield Static("", classes="parity-notes")
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one(DataTable)
+
+    def set_plan(self, plan: dict[str, Any]) -> None:
+        caption = bar_caption(plan)
+        if caption:
+            self.border_subtitle = caption
+        spec = plan.get("parity") if isinstance(plan.get("parity"), dict) else {}
+        for depth in spec.get("depths") or plan.get("depths") or []:
+            if isinstance(depth, int):
+                self._ensure_row(depth)
+
+    def _ensure_row(self, depth: int) -> dict[str, Any]:
+        if depth not in self.rows:
+            self.rows[depth] = {}
+            self.table.add_row(Text(str(depth)), "…", "…", "…", "…", status_text(None),
+                               key=str(depth))
+        return self.rows[depth]
+
+    def _grade_text(self, depth: int) -> Text:
+        row = self.rows[depth]
+        t = status_text(row.get("main"))
+        t.append("/", style="dim")
+        t.append_text(status_text(row.get("candidate")))
+        return t
+
+    def _depth_text(self, depth: int) -> Text:
+        if depth not in self.worst.values():
+            return Text(str(depth))
+        return Text(f"{depth} ◀", style="bold reverse yellow")
+
+    def graded(self, build: str, depth: int, top1: float, kl: float, status: str,
+               reasons: list[str]) -> None:
+        row = self._ensure_row(depth)
+        row[build] = status
+        row[f"{build}_reasons"] = reasons
+        key = str(depth)
+        cols = _BUILD_COLS.get(build)
+        if cols:
+            self.table.update_cell(key, cols[0], fmt_top1(top1))
+            self.table.update_cell(key, cols[1], fmt_kl(kl))
+        self.table.update_cell(key, "grade", self._grade_text(depth))
+        self._redraw_notes()
+
+    def done(self, build: str, ok: bool, worst_depth: int | None, error: str | None) -> None:
+        previous = self.worst.get(build)
+        self.worst[build] = worst_depth
+        self.parity_ok[build] = ok
+        if error:
+            self.errors[build] = error
+        for depth in {previous, worst_depth}:
+            if depth is not None and depth in self.rows:
+                self.table.update_cell(str(depth), "depth", self._depth_text(depth))
+        self._redraw_notes()
+
+    def scored_path(self, build: str, info: dict[str, Any]) -> None:
+        self.scored[build] = info
+        self._redraw_notes()
+
+    def _redraw_notes(self) -> None:
+        t = Text()
+        for build in ("main", "candidate"):
+            if build in self.parity_ok:
+                ok = self.parity_ok[build]
+                t.append(f"{build}: ", style="bold")
+                t.append("parity ok" if ok else "parity FAILED",
+                         style="green" if ok else "bold red")
+                if self.worst.get(build) is not None:
+                    t.append(f", worst depth {self.worst[build]}")
+                if build in self.errors:
+                    t.append(f" — {self.errors[build]}", style="red")
+                t.append("\n")
+        for depth, row in sorted(self.rows.items()):
+            for build in ("main", "candidate"):
+                if row.get(build) in ("fail", "uncheckable") and row.get(f"{build}_reasons"):
+                    t.append(f"{build[0]}@{depth}: " + "; ".join(row[f"{build}_reasons"]) + "\n",
+                             style=_STATUS_STYLE.get(row[build], ""))
+        if self.scored:
+            t.append("scored path: ")
+            parts = []
+            for build, info in self.scored.items():
+                mark = "✔" if info.get("ok") else "✘"
+                desc = f"{mark} {build} @{info.get('depth')} top-1 {fmt_top1(info.get('top1'))}" \
+                       f" KL {fmt_kl(info.get('kl'))}"
+                if info.get("error"):
+                    desc += f" ({info['error']})"
+                parts.append(desc)
+            t.append(" · ".join(parts))
+        t.rstrip()
+        self.query_one(".parity-notes", Static).update(t)

@@ -1,0 +1,154 @@
+"""Reps as they complete: a table, a per-build running summary, and a drift plot."""
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+_STATUS_STYLE = {"ok": "green", "running": "dim", "suspect": "yellow"}
+_BUILD_SHORT = {"main": "main", "candidate": "cand"}
+PLOT_REDRAW_S = 0.5   # the plot shows a trend; redrawing it per rep would dominate CPU
+
+
+def fmt_value(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, (int, float)) else "—"
+
+
+def rep_key(build: str, phase: str, index: Any, position: Any) -> str:
+    return f"{build}:{phase}:{index}:{position}"
+
+
+class RepTable(DataTable):
+    """One row per rep; a RepStarted row is filled in place when its RepDone arrives."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(cursor_type="row", id="reps-table", **kw)
+        self.records: dict[str, dict[str, Any]] = {}
+        self._done: set[str] = set()
+
+    def on_mount(self) -> None:
+        # Widths fit the right-hand column at 120 cells; flags share the status cell.
+        for label, key, width in (("pos", "pos", 3), ("build", "build", 5),
+                                  ("phase", "phase", 11), ("#", "idx", 2),
+                                  ("value", "value", 6), ("wall", "wall", 5),
+                                  ("status · flags", "status", 15)):
+            self.add_column(label, key=key, width=width)
+
+    def _row(self, key: str, build: str, phase: str, index: Any, position: Any) -> None:
+        self.add_row(str(position), _BUILD_SHORT.get(build, build), phase, str(index),
+                     "…", "", Text("running", style="dim"), key=key)
+        self._follow()
+
+    def _follow(self) -> None:
+        # Follow the newest rep unless the user is reading the table.
+        if not self.has_focus:
+            self.scroll_end(animate=False, immediate=False)
+
+    def started(self, build: str, phase: str, index: int, position: int) -> None:
+        key = rep_key(build, phase, index, position)
+        if key not in self.records:
+            self.records[key] = {"build": build, "phase": phase, "index": index,
+                                 "position": position, "status": "running"}
+            self._row(key, build, phase, index, position)
+
+    def done(self, rep: dict[str, Any]) -> str:
+        build, phase = str(rep.get("build", "?")), str(rep.get("phase", "?"))
+        key = rep_key(build, phase, rep.get("index"), rep.get("position"))
+        if key in self._done:  # a retried attempt keeps its own row
+            key = f"{key}:a{rep.get('attempt', len(self._done))}"
+        if key not in self.records:
+            self._row(key, build, phase, rep.get("index"), rep.get("position"))
+        self.records[key] = rep
+        self._done.add(key)
+        status = str(rep.get("status", "?"))
+        flags = [str(f) for f in (rep.get("suspect") or [])]
+        flags += [str(f) for f in (rep.get("refusals") or [])]
+        wall = rep.get("wall_s")
+        self.update_cell(key, "value", fmt_value(rep.get("value")))
+        self.update_cell(key, "wall", f"{wall:.2f}" if isinstance(wall, (int, float)) else "—")
+        cell = Text(status, style=_STATUS_STYLE.get(status, "bold red"))
+        if flags:
+            cell.append(" " + ",".join(flags), style="yellow")
+        self.update_cell(key, "status", cell)
+        return key
+
+    def selected_record(self) -> dict[str, Any] | None:
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+        return self.records.get(key or "")
+
+
+class RepSummary(Static):
+    """Running median and spread of what has arrived, per build (display only)."""
+
+    DEFAULT_CSS = "RepSummary { height: 2; padding: 0 1; }"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.values: dict[str, list[float]] = {"main": [], "candidate": []}
+
+    def add(self, build: str, value: float) -> None:
+        bisect.insort(self.values.setdefault(build, []), value)
+        self.redraw()
+
+    def median(self, build: str) -> float | None:
+        v = self.values.get(build) or []
+        if not v:
+            return None
+        mid = len(v) // 2
+        return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+    def redraw(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for build in ("main", "candidate"):
+            v = self.values.get(build) or []
+            t.append(f"{_BUILD_SHORT[build]:<5}", style="bold")
+            if not v:
+                t.append("no timed reps yet\n", style="dim")
+                continue
+            med = self.median(build) or 0.0
+            spread = (v[-1] - v[0]) / med if med else 0.0
+            t.append(f"n={len(v)}  median {med:.1f}  range {v[0]:.1f}–{v[-1]:.1f}"
+                     f" ({spread:.1%})\n")
+        t.rstrip()
+        self.update(t)
+
+
+class RepPlot(PlotextPlot):
+    """Timed rep values over interleaved position, one series per build."""
+
+    DEFAULT_CSS = "RepPlot { height: 10; }"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(id="reps-plot", **kw)
+        self.series: dict[str, tuple[list[int], list[float]]] = {}
+        self._timer = None
+
+    def on_mount(self) -> None:
+        # Textual also runs PlotextPlot.on_mount (handlers run along the MRO).
+        self._draw()
+
+    def add(self, build: str, position: int, value: float) -> None:
+        xs, ys = self.series.setdefault(build, ([], []))
+        xs.append(position)
+        ys.append(value)
+        if self._timer is None:
+            self._timer = self.set_timer(PLOT_REDRAW_S, self._draw)
+
+    def _draw(self) -> None:
+        self._timer = None
+        plt = self.plt
+        plt.clear_data()
+        plt.title("timed reps: value by position")
+        for build, color in (("main", "blue"), ("candidate", "orange")):
+            xs, ys = self.series.get(build, ([], []))
+            if xs:
+                plt.scatter(xs, ys, label=_BUILD_SHORT[build], color=color, marker="dot")
+        self.refresh()

@@ -1,0 +1,120 @@
+"""The Docker runtime against the real daemon, with a deliberately hostile engine."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console import protocol
+from console.errors import CompilerMismatch, InfraError
+from console.profile import load_profile
+from console.runtime.docker import LABEL, DockerRuntime
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def hostile(base_image):
+    profile = load_profile(FIXTURES / "hostile.toml")
+    rt = DockerRuntime(round_label="test-hostile")
+    built = rt.build("main", Path(profile.source.path), profile.image, lambda line: None)
+    yield profile, rt, built
+    rt.client.images.remove(built.image_id, force=True)
+
+
+def _run(hostile, tmp_path, mode: int, **env):
+    profile, rt, built = hostile
+    inputs = tmp_path / "inputs"
+    inputs.mkdir(exist_ok=True)
+    (inputs / "document.tok").write_text("1 2 3\n")
+    argv = ["/engine/engine", "bench", "--depth", str(mode), "--out", "/out"]
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return rt.run(built, argv, src_dir=Path(profile.source.path), inputs_dir=inputs,
+                      out_dir=tmp_path / f"out-{mode}", run=profile.run, label=f"mode{mode}")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _no_leftovers(rt) -> bool:
+    return not rt.client.containers.list(all=True, filters={"label": LABEL})
+
+
+def test_build_records_image_base_and_asserted_compiler(hostile, base_image):
+    _, _, built = hostile
+    assert built.image_id.startswith("sha256:")
+    assert built.base_image_id == base_image
+    assert built.compiler == "gcc (Debian 12.2.0-14+deb12u1) 12.2.0"
+
+
+def test_honest_run_parses_and_peak_memory_is_measured_outside(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 1)
+    assert res.exit_code == 0 and res.killed_reason is None
+    parsed = protocol.parse_bench_output(res.stdout, metric="decode_tok_s", tokens=10, depth=1, context="doc")
+    assert parsed.ok, parsed.refusals
+    assert res.wall_s > 0
+    assert _no_leftovers(hostile[1])
+
+
+def test_isolation_no_network_nonroot_no_caps_readonly_env_filtered(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 6, BENCH_CONSOLE_SECRET="hunter2", BENCH_CONSOLE_ALLOWED="yes")
+    text = res.stdout.decode()
+    assert "interfaces: lo\n" in text, text          # network_mode none: loopback only
+    assert "uid: 65534" in text
+    assert "CapEff:\t0000000000000000" in text
+    assert "root writable: no" in text
+    assert "secret env: absent" in text               # nothing from the host but the profile's names
+    assert "allowed env: yes" in text
+
+
+def test_engine_that_never_exits_is_killed_at_the_timeout(hostile, tmp_path):
+    t0 = time.monotonic()
+    res = _run(hostile, tmp_path, 2)
+    assert res.timed_out and res.exit_code is None
+    assert time.monotonic() - t0 < hostile[0].run.timeout_s + 15
+    assert _no_leftovers(hostile[1])
+
+
+def test_children_left_behind_go_with_the_container(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 3)
+    assert res.exit_code == 0
+    assert _no_leftovers(hostile[1])
+
+
+def test_output_directory_flood_is_stopped(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 4)
+    assert res.killed_reason == "output limit"
+    assert res.exit_code is None
+
+
+def test_garbage_and_imitation_lines_never_parse_as_a_result(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 5)
+    parsed = protocol.parse_bench_output(res.stdout, metric="decode_tok_s", tokens=10, depth=5, context="doc")
+    assert parsed.result is None and parsed.refusals
+
+
+def test_compiler_pin_mismatch_fails_the_build_naming_both(hostile):
+    profile, rt, _ = hostile
+    wrong = replace(profile.image, compiler="gcc (Debian 99.0.0-1) 99.0.0")
+    with pytest.raises(CompilerMismatch) as e:
+        rt.build("candidate", Path(profile.source.path), wrong, lambda line: None)
+    assert "expected 'gcc (Debian 99.0.0-1) 99.0.0'" in e.value.message
+    assert "found 'gcc (Debian 12.2.0-14+deb12u1) 12.2.0'" in e.value.message
+    assert _no_leftovers(rt)
+
+
+def test_unreachable_daemon_says_so(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(InfraError) as e:
+        DockerRuntime()
+    assert "Docker is not reachable" in e.value.message
+    assert "Start the Docker daemon" in e.value.hint

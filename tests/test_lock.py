@@ -1,0 +1,396 @@
+import copy
+import textwrap
+
+import pytest
+import tomlkit
+from hypothesis import given, settings, strategies as st
+
+from console import store
+from console.core import ledger as L
+from console.core import lock as K
+
+FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
+GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
+
+
+def reps(build, phase, values, depth, status="ok"):
+    return [{"build": build, "phase": phase, "index": i, "depth": depth, "status": status, "value": v,
+             "reported": {"metric": "decode_tok_s", "value": v}} for i, v in enumerate(values)]
+
+
+def round_receipt(main=(200.0, 201.0, 202.0), guard=(300.0, 301.0, 302.0), cand=(210.0, 211.0, 212.0),
+                  node="cpu-2core", profile="demo", status="complete", n=0, depth=4096):
+    return {
+        "kind": "round", "round_id": f"R{n}", "status": status, "ended_at": f"2026-12-0{n % 9 + 1}T00:00:00Z",
+        "profile": {"name": profile, "node": node,
+                    "bench": {"metric": "decode_tok_s", "depth": 4096},
+                    "parity": {"document_sha256": "d"},
+                    "rules": {"significance": 0.02,
+                              "guards": [{"name": "decode_ctx128", "depth": 128, "tokens": 192, "reps": 3,
+                                          "max_drop": 0.01}]}},
+        "reps": reps("main", "timed", main, depth) + reps("candidate", "timed", cand, depth)
+                + reps("main", "guard:decode_ctx128", guard, 128) + reps("candidate", "guard:decode_ctx128", guard, 128),
+        "verdict": {"outcome": "accepted", "tier": "s"},
+    }
+
+
+def noise_receipt(spread=0.012, node="cpu-2core"):
+    return {"kind": "noise", "round_id": "N", "status": "complete", "ended_at": "2026-12-01T00:00:00Z",
+            "profile": {"name": "demo", "node": node, "bench": {"metric": "decode_tok_s", "depth": 4096},
+                        "rules": {"guards": []}},
+            "reps": [], "noise": {"spread": spread}}
+
+
+def sealed(r, prev=None):
+    s = L.seal(r, prev, "2026-12-02T00:00:00Z")
+    return s.id, s.receipt
+
+
+OK = {"outcome": "accepted"}
+
+
+LOCK_TEXT = textwrap.dedent('''\
+    # reference.lock for the demo: read docs/PROVENANCE.md before touching it.
+    [reference]
+    engine = "numpy float64"  # the independent implementation
+    commit = ""
+
+    [parity]
+    document_sha256 = "d"
+
+    # The frontier: best sealed measurement of main.
+    [baselines."demo/cpu-2core/main/decode_tok_s/ctx4096"]
+    kind = "frontier"
+    value = 0.0  # not measured yet
+    receipt = ""
+    measured_at = ""
+    note = "decode at the scored depth"
+
+    [baselines."demo/cpu-2core/main/decode_tok_s/ctx128"]
+    kind = "guard"
+    # raised by hand once in the source project; here only sealed rounds move it
+    value = 0.0
+    receipt = ""
+    measured_at = ""
+    ''')
+
+
+# --- slots -----------------------------------------------------------------------
+
+def test_slot_names_carry_every_axis_and_parse_back():
+    name = K.slot_name("demo", "h200x8", "iq1s", "prefill_tok_s", 32768)
+    assert name == "demo/h200x8/iq1s/prefill_tok_s/ctx32768"
+    assert K.parse_slot(name) == K.Slot("demo", "h200x8", "iq1s", "prefill_tok_s", 32768)
+
+
+@pytest.mark.parametrize("bad", ["demo/node/main/m", "a/b/c/d/128", "a/b/c/d/ctx1x", "a/b/c/d/ctx007", "a//c/d/ctx1"])
+def test_bad_slot_names_are_refused(bad):
+    with pytest.raises(K.LockError):
+        K.parse_slot(bad)
+
+
+def test_slot_parts_may_not_contain_separators():
+    with pytest.raises(K.LockError):
+        K.slot_name("demo/x", "n", "main", "m", 1)
+
+
+def test_two_nodes_never_share_a_slot():
+    a = K.frontier_slot(round_receipt(node="a")["profile"])
+    b = K.frontier_slot(round_receipt(node="b")["profile"])
+    assert a != b
+
+
+def test_slots_from_a_profile_object_match_those_from_its_receipt():
+    from console.profile import Bands, BenchSpec, GateRules, Guard
+
+    class P:
+        def to_dict(self):
+            import dataclasses
+            return {"name": "demo", "node": "cpu-2core",
+                    "bench": dataclasses.asdict(BenchSpec(("x",), "decode_tok_s", 4096, 192, 48, 5)),
+                    "gate": dataclasses.asdict(GateRules(bands=Bands(), guards=(Guard("decode_ctx128", 128, 192),)))}
+
+    assert K.slots_of(P()) == K.slots_of(round_receipt()["profile"])
+    assert K.guard_slots(P()) == {"decode_ctx128": GUARD}
+
+
+def test_a_guard_on_the_frontier_depth_is_refused():
+    p = round_receipt()["profile"]
+    p["rules"]["guards"][0]["depth"] = 4096
+    with pytest.raises(K.LockError, match="share slot"):
+        K.slots_of(p)
+
+
+# --- updates ---------------------------------------------------------------------
+
+def test_unmeasured_slots_are_set_from_main_medians_only():
+    rid, r = sealed(round_receipt(main=(200.0, 205.0, 201.0), cand=(900.0, 900.0, 900.0)))
+    ch = {c.key: c for c in K.update_from_receipt({}, rid, r, OK)}
+    assert (ch[FRONT].action, ch[FRONT].new, ch[FRONT].receipt) == ("set", 201.0, rid)
+    assert (ch[GUARD].action, ch[GUARD].new, ch[GUARD].kind) == ("set", 301.0, "guard")
+
+
+def test_frontier_rises_on_any_higher_main_and_holds_otherwise():
+    lock = {"baselines": {FRONT: {"kind": "frontier", "value": 201.0, "receipt": "x"}}}
+    rid, r = sealed(round_receipt(main=(201.5, 201.5, 201.5)))
+    assert {c.key: c.action for c in K.update_from_receipt(lock, rid, r, OK)}[FRONT] == "raise"
+    rid, r = sealed(round_receipt(main=(150.0, 150.0, 150.0)))
+    c = {c.key: c for c in K.update_from_receipt(lock, rid, r, OK)}[FRONT]
+    assert c.action == "hold" and not c.moves and "raise-only" in c.reason
+
+
+def test_guard_floor_is_never_lowered_and_follows_only_a_clear_rise():
+    lock = {"baselines": {GUARD: {"kind": "guard", "value": 300.0, "receipt": "x"}}}
+
+    def act(vals):
+        rid, r = sealed(round_receipt(guard=vals))
+        return {c.key: c for c in K.update_from_receipt(lock, rid, r, OK)}[GUARD]
+
+    low = act((250.0, 250.0, 250.0))
+    assert low.action == "hold" and "never lowered" in low.reason
+    assert act((303.0, 303.0, 303.0)).action == "hold"           # within 2 %: noise, not a new floor
+    assert act((310.0, 310.0, 310.0)).action == "raise"
+
+
+@pytest.mark.parametrize("mutate, why", [
+    (lambda r: r.update(status="infra"), "status"),
+    (lambda r: [x.update(status="failed") for x in r["reps"] if x["build"] == "main"], "at least 3"),
+    (lambda r: r["reps"].__setitem__(slice(1, None), r["reps"][2:]), "at least 3"),
+    (lambda r: [x.update(depth=64) for x in r["reps"] if x["phase"] == "timed"], "ctx64"),
+    (lambda r: [x["reported"].update(metric="prefill_tok_s") for x in r["reps"] if x["phase"] == "timed"], "prefill"),
+])
+def test_rounds_that_cannot_vouch_for_main_move_nothing(mutate, why):
+    r = round_receipt()
+    mutate(r)
+    rid, r = sealed(r)
+    ch = {c.key: c for c in K.update_from_receipt({}, rid, r, OK)}
+    assert ch[FRONT].action == "hold" and why in ch[FRONT].reason
+
+
+def test_an_unusable_verdict_moves_nothing():
+    rid, r = sealed(round_receipt())
+    assert not any(c.moves for c in K.update_from_receipt({}, rid, r, {"outcome": "infra"}))
+
+
+def test_only_sealed_receipts_move_pins():
+    with pytest.raises(K.LockError, match="sealed"):
+        K.update_from_receipt({}, "x", round_receipt(), OK)
+
+
+def test_noise_is_recorded_per_node():
+    rid, r = sealed(noise_receipt(0.0123456789))
+    (c,) = K.update_from_receipt({}, rid, r, None)
+    assert (c.table, c.key, c.new) == ("noise", "cpu-2core", 0.0123457)
+    assert K.apply_to_dict({}, [c])["noise"]["cpu-2core"] == {"spread": 0.0123457, "receipt": rid,
+                                                             "measured_at": "2026-12-01T00:00:00Z"}
+
+
+def test_attested_figures_never_move_the_value():
+    doc = K.loads(LOCK_TEXT)
+    K.record_attested(doc, FRONT, 999.0, source="seen on the node, unsealed", at="2026-12-01")
+    m = K.model(doc)
+    assert K.value_of(m, FRONT) == 0.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
+    rid, r = sealed(round_receipt())
+    K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
+    m = K.model(doc)
+    assert m["baselines"][FRONT]["value"] == 201.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
+    assert K.verify_lock(m, {rid: r}) == []
+
+
+main_values = st.lists(st.floats(min_value=1.0, max_value=1e4, allow_nan=False), min_size=3, max_size=5)
+
+
+@given(st.lists(st.tuples(main_values, main_values, st.sampled_from(["complete", "infra"])), min_size=1, max_size=8))
+@settings(max_examples=150, deadline=None)
+def test_frontier_and_guard_never_decrease(rounds):
+    lock: dict = {}
+    history = []
+    for i, (m, g, status) in enumerate(rounds):
+        rid, r = sealed(round_receipt(main=m, guard=g, status=status, n=i))
+        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, OK))
+        history.append((K.value_of(lock, FRONT), K.value_of(lock, GUARD)))
+    for (f0, g0), (f1, g1) in zip(history, history[1:]):
+        assert f1 >= f0 and g1 >= g0
+    complete = [K.pin(sorted(m)[len(m) // 2] if len(m) % 2 else (sorted(m)[len(m) // 2 - 1] + sorted(m)[len(m) // 2]) / 2)
+                for m, _, s in rounds if s == "complete"]
+    assert K.value_of(lock, FRONT) == (max(complete) if complete else 0.0)
+
+
+# --- the TOML text ----------------------------------------------------------------
+
+def test_comments_survive_every_rewrite():
+    doc = K.loads(LOCK_TEXT)
+    for i, vals in enumerate([(200.0,) * 3, (210.0,) * 3, (190.0,) * 3]):
+        rid, r = sealed(round_receipt(main=vals, guard=tuple(v + 200 for v in vals), n=i))
+        K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
+        doc = K.loads(tomlkit.dumps(doc))
+    text = tomlkit.dumps(doc)
+    for comment in ["# reference.lock for the demo", "# the independent implementation",
+                    "# The frontier: best sealed measurement of main.", "# not measured yet",
+                    "# raised by hand once in the source project"]:
+        assert comment in text, comment
+    assert 'note = "decode at the scored depth"' in text
+    assert K.value_of(K.model(doc), FRONT) == 210.0
+    assert "value = 210.0  # not measured yet" in text    # the trailing comment stays on its line
+
+
+def test_new_slots_and_noise_tables_are_written_as_quoted_keys(tmp_path):
+    doc = K.loads("# top\n")
+    rid, r = sealed(round_receipt(node="h200x8"))
+    nid, n = sealed(noise_receipt(node="h200x8"))
+    K.apply_changes(doc, K.update_from_receipt({}, rid, r, OK) + K.update_from_receipt({}, nid, n, None))
+    path = tmp_path / "reference.lock"
+    store.write_lock(path, doc)
+    text = path.read_text()
+    assert '[baselines."demo/h200x8/main/decode_tok_s/ctx4096"]' in text and '[noise.h200x8]' in text
+    assert K.verify_lock(K.model(store.read_lock(path)), {rid: r, nid: n}) == []
+
+
+def test_new_lock_text_lists_every_slot_unmeasured():
+    m = K.model(K.loads(K.new_lock_text(round_receipt()["profile"] | {"reference": {"engine": "ref"}})))
+    assert m["baselines"][FRONT]["value"] == 0.0 and m["baselines"][GUARD]["kind"] == "guard"
+    assert m["reference"]["engine"] == "ref" and m["parity"]["document_sha256"] == "d"
+    assert K.verify_lock(m, {}) == []
+
+
+def test_invalid_toml_is_a_lock_error():
+    with pytest.raises(K.LockError, match="not valid TOML"):
+        K.loads("[baselines\n")
+
+
+# --- staleness ---------------------------------------------------------------------
+
+def test_a_pin_main_outgrows_is_stale_and_says_by_how_much():
+    lock = {"baselines": {FRONT: {"kind": "frontier", "value": 100.0}, GUARD: {"kind": "guard", "value": 300.0}}}
+    _, r = sealed(round_receipt(main=(115.0,) * 3, guard=(301.0,) * 3))
+    (f,) = K.stale_findings(lock, r, 0.02)
+    assert (f.slot, f.pinned, f.measured, round(f.by, 4)) == (FRONT, 100.0, 115.0, 0.15)
+    assert "+15.0%" in f.message
+
+
+def test_unmeasured_pins_are_not_stale():
+    _, r = sealed(round_receipt())
+    assert K.stale_findings({}, r, 0.02) == []
+
+
+# --- verification ------------------------------------------------------------------
+
+@pytest.fixture
+def world():
+    """A ledger of two rounds on two nodes and one noise round, and the lock they produce."""
+    a_id, a = sealed(round_receipt(node="cpu-2core", n=1))
+    b_id, b = sealed(round_receipt(node="h200x8", main=(50.0,) * 3, guard=(60.0,) * 3, n=2), a_id)
+    n_id, n = sealed(noise_receipt(), b_id)
+    receipts = {a_id: a, b_id: b, n_id: n}
+    lock: dict = {}
+    for rid, r in receipts.items():
+        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, OK))
+    assert K.verify_lock(lock, receipts) == []
+    return lock, receipts, (a_id, b_id, n_id)
+
+
+def one(problems):
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_a_hand_edited_value_is_named(world):
+    lock, receipts, (a_id, _, _) = world
+    lock["baselines"][FRONT]["value"] = 250.0
+    p = one(K.verify_lock(lock, receipts))
+    assert (p.code, p.slot, p.receipt) == ("value-mismatch", FRONT, a_id) and "201" in p.message
+
+
+def test_a_value_without_a_receipt_is_named(world):
+    lock, receipts, _ = world
+    lock["baselines"][FRONT]["receipt"] = ""
+    assert one(K.verify_lock(lock, receipts)).code == "unsourced"
+
+
+def test_a_slot_citing_a_missing_receipt_is_named(world):
+    lock, receipts, (a_id, _, _) = world
+    del receipts[a_id]
+    probs = K.verify_lock(lock, receipts)
+    assert {(p.code, p.slot) for p in probs} == {("receipt-not-in-ledger", FRONT), ("receipt-not-in-ledger", GUARD)}
+
+
+def test_a_slot_citing_another_nodes_receipt_is_named(world):
+    lock, receipts, (a_id, b_id, _) = world
+    lock["baselines"][FRONT]["receipt"] = b_id
+    p = one(K.verify_lock(lock, receipts))
+    assert p.code == "axis-mismatch" and "h200x8" in p.message
+
+
+def test_a_slot_citing_a_receipt_of_another_depth_is_named(world):
+    lock, receipts, (a_id, _, _) = world
+    lock["baselines"]["demo/cpu-2core/main/decode_tok_s/ctx131072"] = copy.deepcopy(lock["baselines"][FRONT])
+    assert one(K.verify_lock(lock, receipts)).code == "axis-mismatch"
+
+
+def test_a_guard_citing_a_frontier_measurement_is_named(world):
+    lock, receipts, _ = world
+    lock["baselines"][FRONT]["kind"] = "guard"
+    assert one(K.verify_lock(lock, receipts)).code == "kind-mismatch"
+
+
+def test_a_slot_citing_a_noise_receipt_is_named(world):
+    lock, receipts, (_, _, n_id) = world
+    lock["baselines"][FRONT]["receipt"] = n_id
+    assert one(K.verify_lock(lock, receipts)).code == "wrong-receipt"
+
+
+def test_noise_provenance_is_checked(world):
+    lock, receipts, (a_id, _, _) = world
+    lock["noise"]["cpu-2core"]["spread"] = 0.001
+    assert one(K.verify_lock(lock, receipts)).code == "value-mismatch"
+    lock["noise"]["cpu-2core"]["receipt"] = a_id
+    assert one(K.verify_lock(lock, receipts)).code == "wrong-receipt"
+    lock["noise"]["h200x8"] = dict(lock["noise"].pop("cpu-2core"), receipt=[*receipts][2], spread=0.012)
+    assert one(K.verify_lock(lock, receipts)).code == "axis-mismatch"
+
+
+@pytest.mark.parametrize("entry, code", [
+    ({"kind": "frontier", "value": -1.0}, "bad-value"),
+    ({"kind": "frontier", "value": float("nan")}, "bad-value"),
+    ({"kind": "basis", "value": 0.0}, "bad-kind"),
+    ({"kind": "guard", "value": 0.0, "attested": "lots"}, "bad-attested"),
+])
+def test_malformed_entries_are_named(entry, code):
+    assert one(K.verify_lock({"baselines": {FRONT: entry}}, {})).code == code
+
+
+def test_a_malformed_slot_name_is_named():
+    assert one(K.verify_lock({"baselines": {"LLAMA_128K": {"kind": "frontier", "value": 0}}}, {})).code == "bad-slot"
+
+
+def test_zero_is_always_legal():
+    assert K.verify_lock({"baselines": {FRONT: {"kind": "frontier", "value": 0, "receipt": "nowhere"}}}, {}) == []
+
+
+def test_stale_pins_are_reported_but_not_fatal(world):
+    lock, receipts, (_, _, n_id) = world
+    c_id, c = sealed(round_receipt(main=(200.0, 201.0, 202.0), guard=(400.0,) * 3, n=3), n_id)
+    receipts[c_id] = c
+    p = one(K.verify_lock(lock, receipts))
+    assert (p.code, p.slot, p.fatal, p.receipt) == ("pin-stale", GUARD, False, c_id)
+
+
+def test_lock_verify_against_a_real_ledger(tmp_path):
+    ids = [store.seal_into(tmp_path, round_receipt(main=(v,) * 3, n=i)) for i, v in enumerate([200.0, 220.0, 210.0])]
+    doc = K.loads(LOCK_TEXT)
+    for rid, r in store.ledger_receipts(tmp_path).items():
+        K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
+    store.write_lock(tmp_path / "reference.lock", doc)
+    m = K.model(store.read_lock(tmp_path / "reference.lock"))
+    assert m["baselines"][FRONT]["receipt"] == ids[1] and m["baselines"][FRONT]["value"] == 220.0
+    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    # a byte changed in the cited receipt: the ledger drops it, and the pin loses its source
+    f = tmp_path / "receipts" / f"{ids[1]}.json"
+    f.write_bytes(f.read_bytes().replace(b"220.0", b"230.0"))
+    assert {p.code for p in K.verify_lock(m, store.ledger_receipts(tmp_path))} == {"receipt-not-in-ledger"}
+
+
+def test_a_pin_citing_an_infra_round_is_named(world):
+    lock, receipts, (a_id, _, _) = world
+    receipts[a_id] = dict(receipts[a_id], status="infra")
+    assert {p.code for p in K.verify_lock(lock, receipts)} == {"wrong-receipt"}

@@ -1,0 +1,109 @@
+"""Helpers for driving the console app deterministically from a recorded stream."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from console import events as ev
+from console.replay import read_journal
+from console.tui.app import ConsoleApp
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded_round.jsonl"
+SIZE = (120, 40)
+
+
+class SteppedSource:
+    """Yields events only as far as the test has released them."""
+
+    def __init__(self, events: list[ev.Event]) -> None:
+        self.events_list = events
+        self.released = 0
+        self.yielded = 0
+        self.abort_calls = 0
+        self._cond = threading.Condition()
+        self._aborted = False
+
+    def release(self, upto: int) -> None:
+        with self._cond:
+            self.released = min(upto, len(self.events_list))
+            self._cond.notify_all()
+
+    def events(self) -> Iterator[ev.Event]:
+        i = 0
+        while i < len(self.events_list):
+            with self._cond:
+                while i >= self.released and not self._aborted:
+                    self._cond.wait(0.05)
+                if self._aborted:
+                    break
+            yield self.events_list[i]
+            i += 1
+            self.yielded = i
+        if self._aborted:
+            yield ev.RoundEnded(status="incomplete", exit_code=130, message="aborted")
+
+    def abort(self) -> None:
+        self.abort_calls += 1
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()
+
+
+def recorded_events() -> list[ev.Event]:
+    return list(read_journal(RECORDED))
+
+
+def index_of(events: list[ev.Event], pred) -> int:
+    """Number of events up to and including the first one matching ``pred``."""
+    for i, e in enumerate(events):
+        if pred(e):
+            return i + 1
+    raise AssertionError("no such event")
+
+
+async def feed(pilot, source: SteppedSource, upto: int, timeout: float = 10.0) -> None:
+    """Release events up to ``upto`` and wait until the screen has applied them."""
+    app: ConsoleApp = pilot.app
+    source.release(upto)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while app.dashboard.events_applied < upto:
+        if loop.time() > deadline:
+            raise AssertionError(f"applied {app.dashboard.events_applied} of {upto} events")
+        await pilot.pause(0.02)
+    from console.tui.widgets.reps import RepPlot
+    plot = app.dashboard.query_one(RepPlot)
+    while plot._timer is not None:  # the plot redraws on its own throttle
+        if loop.time() > deadline:
+            raise AssertionError("plot never redrew")
+        await pilot.pause(0.05)
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+def frozen_clock() -> float:
+    return 1000.0
+
+
+@pytest.fixture
+def recorded() -> list[ev.Event]:
+    return recorded_events()
+
+
+def screen_text(app: ConsoleApp) -> str:
+    """The screen as plain text (what a person would read), for assertions."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor", record=True, legacy_windows=False, safe_box=False)
+    console.print(app.screen._compositor.render_update(
+        full=True, screen_stack=app._background_screens))
+    return console.export_text()
