@@ -21,16 +21,10 @@ def _default_out(profile: Profile) -> Path:
 
 
 def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
-    """The lock a round reads and updates: --lock, else OUT/reference.lock seeded
-    from the profile's committed template (<profile dir>/<name>/reference.lock)."""
-    if given:
-        return given
-    lock = out / "reference.lock"
-    template = profile.dir / profile.name / "reference.lock"
-    if not lock.exists() and template.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template, lock)
-    return lock
+    """The lock a round reads and raises: --lock, else OUT/reference.lock, seeded from the
+    profile's committed template (<profile dir>/<name>/reference.lock) or made unmeasured."""
+    from . import lockfile
+    return lockfile.ensure(given or out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
 
 
 def _interactive(args) -> bool:
@@ -112,8 +106,10 @@ def cmd_resume(args) -> int:
     plan = journal.round_plan(jr.events)
     if plan is None:
         raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
-    if jr.complete:
-        raise UsageError(f"round {plan['round_id']} already ended", "Start a new round instead.")
+    ended = [e for e in jr.events if e.get("kind") == "round_ended"]
+    if ended and ended[-1].get("status") in ("complete", "refused"):
+        raise UsageError(f"round {plan['round_id']} already ended ({ended[-1]['status']})",
+                         "Start a new round instead.")
     resume = _Resume(plan=plan, events=jr.events, reps=journal.completed_reps(jr.events))
     profile = load_profile(plan["profile_path"])
     lock = Path(plan["out_dir"]) / "reference.lock"
@@ -190,12 +186,11 @@ def cmd_ledger(args) -> int:
     changed = 0
     print(f"{'receipt':12}  {'round':28}  {'sealed as':16}  {'now':16}")
     for r in rows:
-        d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
-        old = f"{d.get('old_outcome')} {d.get('old_tier') or ''}".strip()
-        new = f"{d.get('new_outcome')} {d.get('new_tier') or ''}".strip()
-        mark = "" if old == new else "  <- changed"
-        changed += old != new
-        print(f"{str(d.get('id', ''))[:12]}  {str(d.get('round_id', '')):28}  {old:16}  {new:16}{mark}")
+        old = f"{r.old_outcome} {r.old_tier or ''}".strip()
+        new = f"{r.new_outcome} {r.new_tier or ''}".strip() if not r.error else f"error: {r.error}"
+        mark = "  <- changed" if r.changed else ""
+        changed += bool(r.changed)
+        print(f"{r.id[:12]}  {str(r.round_id):28}  {old:16}  {new:16}{mark}")
     print(f"{len(rows)} round(s) re-scored under {profile.path}; {changed} label(s) change; sealed files untouched")
     return ExitCode.OK
 
@@ -211,11 +206,15 @@ def cmd_lock(args) -> int:
     if args.lock_cmd == "show":
         print(doc.as_string())
         return ExitCode.OK
-    problems = lockmod.verify_lock(lockmod.from_toml(doc), store.ledger_receipts(args.ledger))
+    ledger_problems = [p for p in store.verify_dir(args.ledger) if p.fatal]
+    for p in ledger_problems:
+        print(p)
+    problems = lockmod.verify_lock(lockmod.model(doc), store.ledger_receipts(args.ledger), file=str(args.lock))
     for p in problems:
         print(p)
-    print(f"{len(problems)} problem(s) in {args.lock}")
-    return ExitCode.REJECTED if any(getattr(p, "level", "error") == "error" for p in problems) else ExitCode.OK
+    fatal = [p for p in problems if p.fatal] + ledger_problems
+    print(f"{len(fatal)} problem(s), {len(problems) - len(fatal) + len(ledger_problems)} notice(s) in {args.lock}")
+    return ExitCode.REJECTED if fatal else ExitCode.OK
 
 
 # --- images and references ----------------------------------------------------------

@@ -324,10 +324,11 @@ def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_b
         if os.path.islink(name):
             raise ParityInputError(f"{name}: is a symbolic link, not a file the engine wrote") from None
         raise ParityInputError(f"{name}: cannot open ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ParityInputError(f"{name}: not a regular file")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ParityInputError(f"{name}: not a regular file")
         size = st.st_size
         if size > max_bytes:
             raise ParityInputError(f"{name}: {size} bytes, over the limit of {max_bytes} bytes")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import events as ev
-from . import protocol, sources
+from . import lockfile, protocol, sources
 from .core import apparatus, gate, health, parity, stats
 from .errors import ConsoleError, ExitCode, InfraError, UsageError
 from .profile import Profile
@@ -132,7 +132,7 @@ class Round:
         try:
             self.cfg.out_dir.mkdir(parents=True, exist_ok=True)
             jpath = self.cfg.out_dir / "journal" / f"{self.round_id}.jsonl"
-            self._journal = journal.JournalWriter(jpath)
+            self._journal = journal.Journal(jpath)
             status, message = self._run(work)
         except ConsoleError as e:
             self.exit_code = e.exit_code
@@ -469,11 +469,10 @@ class Round:
         return rec, out_dir
 
     def _lock_pins(self) -> dict:
-        from .core import lock as lockmod
         pins = {"frontier": 0.0, "frontier_slot": "", "anchor": self.p.gate.anchor,
                 "guards": {g.name: 0.0 for g in self.p.gate.guards}, "noise_spread": None}
         if self.cfg.lock_path and Path(self.cfg.lock_path).exists():
-            pins.update(lockmod.pins_for(lockmod.load(Path(self.cfg.lock_path)), self.p))
+            pins.update(lockfile.pins_for(Path(self.cfg.lock_path), self.p))
         return pins
 
     def _seal(self, receipt: dict) -> None:
@@ -485,17 +484,14 @@ class Round:
         shutil.copyfile(self.receipt_path, tmp)
         os.replace(tmp, latest)
         self._notice("info", "sealed", f"receipt {rid[:12]} sealed into {self.cfg.out_dir / 'ledger.jsonl'}")
-        if self.cfg.lock_path:
-            self._update_lock(rid, receipt)
-
-    def _update_lock(self, rid: str, receipt: dict) -> None:
-        from .core import lock as lockmod
-        path = Path(self.cfg.lock_path)
-        changes, findings = lockmod.update_file(path, rid, receipt, self.p)
-        for c in changes:
-            self._notice("info", "lock-update", str(c))
-        for f in findings:
-            self._notice("warn", "pin-stale", str(f))
+        if self.cfg.lock_path and Path(self.cfg.lock_path).exists():
+            import json
+            sealed = json.loads(self.receipt_path.read_bytes())
+            moved, stale = lockfile.update(Path(self.cfg.lock_path), rid, sealed, receipt["verdict"], self.p)
+            for c in moved:
+                self._notice("info", "lock-update", f"{c.key}: {c.old:g} -> {c.new:g} ({c.action}, receipt {rid[:12]})")
+            for f in stale:
+                self._notice("warn", "pin-stale", f.message)
 
 
 @dataclass

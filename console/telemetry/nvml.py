@@ -387,10 +387,11 @@ class NvmlMonitor(RepMonitor):
             if left <= 0:
                 return
             try:
-                data = self.nv.nvmlEventSetWait(self._evset, max(1, int(left * 1000)))
+                # short waits keep stop() prompt whatever the interval
+                data = self.nv.nvmlEventSetWait(self._evset, max(1, int(min(left, 0.1) * 1000)))
             except Exception as e:
                 if timeout_cls is not None and isinstance(e, timeout_cls):
-                    return
+                    continue
                 self._error(f"xid wait: {e}")
                 self._free_events()
                 self._stop.wait(max(0.0, deadline - time.monotonic()))

@@ -3,6 +3,10 @@
 
 Deterministic (its own splitmix64 stream, pure integers): Zipf-like unigrams
 with copied spans, so that earlier context carries information, as in text.
+The seed is the first of 0xD0C00001 + k (k < 40) whose parity rows all have a
+top-2 logit gap of at least 0.07 in the reference: with four rows per depth a
+single near-tie would let harmless rounding flip top-1 and fail a depth.
+
 The document is pinned by sha256 in profiles/demo.toml; regenerating it changes
 that hash and requires recapturing reference.npy.
 """
@@ -13,7 +17,7 @@ from pathlib import Path
 
 VOCAB = 2048
 LENGTH = 4096 + 256          # parity needs 4096; the rest lets doc-mode benches run past it
-SEED = 0xD0C0_0001
+SEED = 0xD0C0_0010           # see below
 M64 = (1 << 64) - 1
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -107,3 +108,13 @@ def screen_text(app: ConsoleApp) -> str:
     console.print(app.screen._compositor.render_update(
         full=True, screen_stack=app._background_screens))
     return console.export_text()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run ``async def`` tests on a fresh event loop (no asyncio plugin needed)."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        names = pyfuncitem._fixtureinfo.argnames
+        asyncio.run(pyfuncitem.obj(**{n: pyfuncitem.funcargs[n] for n in names}))
+        return True
+    return None

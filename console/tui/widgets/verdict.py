@@ -46,8 +46,8 @@ def arithmetic_text(speed: dict[str, Any]) -> Text:
     iv = (f"[{_pct(interval[0])}, {_pct(interval[1])}]"
           if isinstance(interval, (list, tuple)) and len(interval) == 2 else "—")
     t.append("gain ", style="bold")
-    t.append(f"{_pct(speed.get('gain'))} {iv}  medians main {_num(speed.get('main_median'))}"
-             f" → candidate {_num(speed.get('candidate_median'))}\n")
+    t.append(f"{_pct(speed.get('gain'))} {iv}  median {_num(speed.get('main_median'))}"
+             f" → {_num(speed.get('candidate_median'))}\n")
     t.append("basis ", style="bold")
     t.append(_pct(speed.get("basis")))
     if speed.get("basis_kind"):
@@ -65,7 +65,7 @@ def arithmetic_text(speed: dict[str, Any]) -> Text:
     if speed.get("frontier_source"):
         t.append(f" ({speed['frontier_source']})")
     anchor = speed.get("anchor")
-    t.append("  anchor " + ("off" if anchor in (0, 0.0, None) else _num(anchor)))
+    t.append("  anchor " + ("unset" if anchor in (0, 0.0, None) else _num(anchor)))
     return t
 
 
@@ -88,6 +88,7 @@ class VerdictPanel(Vertical):
         self.border_title = "verdict"
         self.verdict: dict[str, Any] | None = None
         self.label = ""
+        self.text_plain = ""
 
     def compose(self) -> ComposeResult:
         yield BigText(id="verdict-banner")
@@ -128,6 +129,7 @@ class VerdictPanel(Vertical):
                 t.append(f"  [{code}]", style="dim")
             t.append("\n")
         t.rstrip()
+        self.text_plain = t.plain
         self.query_one("#verdict-text", Static).update(t)
 
 

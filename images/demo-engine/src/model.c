@@ -117,16 +117,17 @@ static float *kv_row(float *base, const KVCache *kv, int layer, int pos)
 
 /* ---- shared building blocks -------------------------------------------- */
 
-/* Matmul inputs are rounded to bfloat16 (8-bit significand, round to nearest
- * even), as engines that feed bf16 activations to their kernels do. This is the
- * engine's deliberate, documented departure from the float64 reference. */
-static void round_bf16(float *x, int n)
+/* Matmul inputs are rounded to a half-precision significand (11 bits, round to
+ * nearest even; float32's exponent range is kept), as engines that feed fp16
+ * activations to their kernels do. This is the engine's deliberate, documented
+ * departure from the float64 reference. */
+static void round_fp16(float *x, int n)
 {
     for (int i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
-        u += 0x7FFFu + ((u >> 16) & 1u);
-        u &= ~0xFFFFu;
+        u += 0x0FFFu + ((u >> 13) & 1u);
+        u &= ~0x1FFFu;
         memcpy(&x[i], &u, sizeof u);
     }
 }
@@ -137,7 +138,7 @@ static void rmsnorm(float *out, const float *x)
     for (int i = 0; i < DIM; i++) ss += x[i] * x[i];
     float r = 1.0f / sqrtf(ss / DIM + NORM_EPS);
     for (int i = 0; i < DIM; i++) out[i] = x[i] * r;
-    round_bf16(out, DIM);
+    round_fp16(out, DIM);
 }
 
 /* out[i] = sum_j w[i][j] x[j], j ascending. */
@@ -198,7 +199,7 @@ static void ffn(float *x, float *xn, float *g, float *u, const Layer *L)
     matvec(g, L->w1, xn, FFN, DIM);
     matvec(u, L->w3, xn, FFN, DIM);
     for (int i = 0; i < FFN; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    round_bf16(g, FFN);
+    round_fp16(g, FFN);
     matvec(y, L->w2, g, DIM, FFN);
     for (int i = 0; i < DIM; i++) x[i] += y[i];
 }
@@ -256,7 +257,7 @@ void decode_step(const Model *m, KVCache *kv, int token, int pos, float *logits)
         memcpy(kv_row(kv->k, kv, l, slot), k, sizeof k);
         for (int h = 0; h < HEADS; h++)
             attend_decode(att + h * HEAD_DIM, q + h * HEAD_DIM, kv, l, h, n);
-        round_bf16(att, DIM);
+        round_fp16(att, DIM);
         matvec(y, L->wo, att, DIM, DIM);
         for (int i = 0; i < DIM; i++) x[i] += y[i];
         ffn(x, xn, g, u, L);
@@ -310,7 +311,7 @@ int forward_logits(const Model *m, const int *tokens, int n,
             float *xp = x + (size_t)p * DIM;
             for (int h = 0; h < HEADS; h++)
                 attend_row(att + h * HEAD_DIM, e, q + (size_t)p * DIM + h * HEAD_DIM, &kv, l, h, p + 1);
-            round_bf16(att, DIM);
+            round_fp16(att, DIM);
             matvec(y, L->wo, att, DIM, DIM);
             for (int i = 0; i < DIM; i++) xp[i] += y[i];
             ffn(xp, xn, g, u, L);

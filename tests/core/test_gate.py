@@ -1,0 +1,396 @@
+import json
+import math
+import random
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from console.core.gate import BANDS, Verdict, band, decide, decide_noise
+from console.profile import Bands, rules_from_dict
+
+from .receipts import default_rules, depth_figures, make_receipt, timed, variant
+
+RULES = default_rules()
+CAND = (212.0, 213.0, 211.0, 212.5, 212.2)
+MAIN = (200.0, 201.0, 199.5, 200.5, 200.2)
+
+
+def codes(v):
+    return [r["code"] for r in v.reasons]
+
+
+def warn_codes(v):
+    return [w["code"] for w in v.warnings]
+
+
+def scaled(values, k):
+    return tuple(x * k for x in values)
+
+
+# --- the clean path ------------------------------------------------------------------
+
+def test_clean_round_is_accepted_with_a_tier():
+    v = decide(make_receipt(), RULES)
+    assert v.outcome == "accepted" and v.exit_code == 0
+    assert v.tier == band(v.speed["basis"], RULES.bands) == "s"
+    assert v.speed["frontier_source"] == "main this round"
+    assert v.speed["gain"] == v.speed["basis"] and v.speed["basis_kind"] == "frontier"
+    assert v.parity["worst_depth"] == 4096
+    assert v.speed["interval"][0] > 0
+
+
+def test_verdict_round_trips_as_strict_json():
+    d = decide(make_receipt(), RULES).to_dict()
+    text = json.dumps(d, allow_nan=False)
+    again = Verdict.from_dict(json.loads(text))
+    assert again.to_dict() == d
+    assert set(d) == {"outcome", "tier", "would_be_tier", "exit_code", "reasons", "warnings", "parity", "speed"}
+
+
+def test_rules_stored_in_the_receipt_give_the_same_verdict():
+    r = make_receipt()
+    assert decide(r, rules_from_dict(r["profile"]["rules"])).to_dict() == decide(r, RULES).to_dict()
+
+
+# --- parity -------------------------------------------------------------------------
+
+def test_kl_failure_rejects_with_a_readable_reason_and_no_speed():
+    r = make_receipt(cand_parity=depth_figures(kl=2e-6, at={2048: {"kl": 0.31}}))
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and v.exit_code == 1 and v.tier is None
+    [reason] = v.reasons
+    assert reason["message"] == "depth 2048: mean KL 0.31 nats > bar 0.05"
+    assert (reason["depth"], reason["figure"], reason["bar"]) == (2048, "kl", 0.05)
+    assert "gain" not in v.speed and "suppressed" in v.speed
+    assert v.parity["worst_depth"] == 2048
+
+
+def test_every_failing_depth_is_listed():
+    r = make_receipt(cand_parity=depth_figures(at={4: {"top1": 0.5}, 4096: {"kl": 0.2, "top1": 0.9}}))
+    v = decide(r, RULES)
+    assert sorted((x["depth"], x["figure"]) for x in v.reasons) == [(4, "top1"), (4096, "kl"), (4096, "top1")]
+
+
+def test_ratchet_regression_rejects():
+    r = make_receipt(cand_parity=depth_figures(at={512: {"kl": 0.05}}),
+                     main_parity=depth_figures(at={512: {"kl": 0.02}}))
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["parity-ratchet"]
+    assert [row["drift"] for row in v.parity["depths"] if row["depth"] == 512] == [2.5]
+
+
+def test_candidate_parity_error_rejects():
+    v = decide(make_receipt(cand_error="logits file has shape [7, 2048], expected [7, 4, 2048]"), RULES)
+    assert v.outcome == "rejected" and codes(v) == ["parity-error"]
+    assert "shape" in v.reasons[0]["message"]
+
+
+def test_scored_path_failures_reject():
+    for cand, code in (({"depth": 1024, "top1": 0.0, "kl": 0.01, "error": None}, "scored-path-top1"),
+                       ({"depth": 1024, "top1": 1.0, "kl": 0.4, "error": None}, "scored-path-kl"),
+                       ({"depth": 1024, "top1": None, "kl": None, "error": "no bench_logits.npy"}, "scored-path-error")):
+        v = decide(make_receipt(scored_path={"main": None, "candidate": cand}), RULES)
+        assert v.outcome == "rejected" and codes(v) == [code]
+
+
+def test_missing_scored_path_is_a_warning():
+    v = decide(make_receipt(scored_path={}), RULES)
+    assert v.outcome == "accepted" and "scored-path-unchecked" in warn_codes(v)
+
+
+def test_uncheckable_depths():
+    flat = math.log(2048)
+    some = decide(make_receipt(cand_parity=depth_figures(kl=2e-6, at={4: {"ref_entropy": flat, "top1": 0.0}})), RULES)
+    assert some.outcome == "accepted" and "parity-uncheckable" in warn_codes(some)
+    assert "depth 4" in next(w["message"] for w in some.warnings if w["code"] == "parity-uncheckable")
+    all_ = decide(make_receipt(cand_parity=depth_figures(ref_entropy=flat)), RULES)
+    assert all_.outcome == "uncheckable" and all_.exit_code == 4 and all_.tier is None
+
+
+def test_main_parity_error_only_warns():
+    r = make_receipt()
+    r["parity"]["main"] = {"error": "main's logits run failed", "depths": []}
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and "main-parity-error" in warn_codes(v)
+
+
+# --- claims --------------------------------------------------------------------------
+
+def test_refused_candidate_rep_rejects():
+    r = make_receipt()
+    rep = timed(r, "candidate")[1]
+    rep.update(status="refused", value=None, refusals=["two BENCH_RESULT lines"])
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["refused"]
+    assert "two BENCH_RESULT lines" in v.reasons[0]["message"]
+
+
+def test_main_claim_problem_is_infra():
+    r = make_receipt()
+    timed(r, "main")[0].update(status="refused", value=None, refusals=["bad json"])
+    v = decide(r, RULES)
+    assert v.outcome == "infra" and v.exit_code == 3
+    assert v.reasons[0]["message"].startswith("main invalid")
+
+
+def test_elapsed_beyond_wall_clock_is_refused():
+    r = make_receipt()
+    rep = timed(r, "candidate")[0]
+    rep["reported"]["elapsed_s"] = rep["wall_s"] * 1.2
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["claim-wall"]
+
+
+def test_rate_implying_more_time_than_wall_is_refused():
+    r = make_receipt()
+    rep = timed(r, "candidate")[0]
+    rep["value"] = rep["reported"]["value"] = 100.0      # 192 tokens at 100/s is 1.92 s, wall is ~1.16 s
+    v = decide(r, RULES)
+    assert "claim-wall" in codes(v) and v.outcome == "rejected"
+
+
+def test_differential_refuses_an_inflated_rate():
+    # The engine claims 2x its real speed: each run's elapsed is halved, the wall clock is not.
+    r = make_receipt()
+    for rep in r["reps"]:
+        if rep["build"] == "candidate" and rep["phase"] in ("timed", "short"):
+            real = rep["value"]
+            rep["value"] = rep["reported"]["value"] = real * 2
+            rep["reported"]["elapsed_s"] = rep["tokens"] / (real * 2)
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["claim-differential"]
+    assert "rate not supported by wall clock" in v.reasons[0]["message"]
+
+
+def test_differential_refuses_when_long_runs_are_not_longer():
+    r = make_receipt()
+    for rep in r["reps"]:
+        if rep["build"] == "candidate" and rep["phase"] == "short":
+            rep["wall_s"] = 5.0
+    v = decide(r, RULES)
+    assert codes(v) == ["claim-differential"] and "no longer than" in v.reasons[0]["message"]
+
+
+def test_seek_must_be_announced_and_backed_by_memory():
+    r = make_receipt()
+    timed(r, "candidate")[2]["reported"]["shortcut"] = "none"
+    assert codes(decide(r, RULES)) == ["claim-seek"]
+    r = make_receipt()
+    timed(r, "candidate")[2]["peak_mem_bytes"] = None
+    v = decide(r, RULES)
+    assert codes(v) == ["claim-seek-memory"] and "no evidence" in v.reasons[0]["message"]
+    r = make_receipt()
+    timed(r, "candidate")[2]["peak_mem_bytes"] = 4096 * 4096 // 2
+    assert codes(decide(r, RULES)) == ["claim-seek-memory"]
+
+
+def test_seek_announced_without_the_profile_declaring_it_is_refused():
+    r = make_receipt(shortcut="none")
+    assert decide(r, RULES).outcome == "accepted"
+    timed(r, "candidate")[0]["reported"]["shortcut"] = "seek"
+    assert codes(decide(r, RULES)) == ["claim-seek"]
+
+
+def test_failed_candidate_runs_reject():
+    r = make_receipt()
+    timed(r, "candidate")[3].update(status="timeout", value=None)
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["failed-run"]
+
+
+def test_suspect_reps_are_excluded_not_blamed():
+    r = make_receipt(cand=(212.0, 213.0, 211.0, 212.5, 400.0))
+    timed(r, "candidate")[4]["status"] = "suspect"
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and "reps-excluded" in warn_codes(v)
+    assert v.speed["candidate"]["n"] == 4 and v.speed["candidate_median"] == 212.25
+
+
+def test_too_few_valid_reps_is_infra():
+    r = make_receipt()
+    for rep in timed(r, "main")[1:]:
+        rep["status"] = "suspect"
+    v = decide(r, RULES)
+    assert v.outcome == "infra" and codes(v) == ["too-few-reps"] and v.reasons[0]["build"] == "main"
+
+
+def test_infra_receipt_is_infra():
+    r = make_receipt(status="infra", cand_parity=depth_figures(kl=0.9))
+    r["diagnosis"] = "GPU fell off the bus during rep 3"
+    v = decide(r, RULES)
+    assert v.outcome == "infra" and "fell off the bus" in v.reasons[0]["message"]
+
+
+# --- guards --------------------------------------------------------------------------
+
+def test_guard_breach_rejects():
+    r = make_receipt(guards={"decode_ctx128": (scaled(MAIN[:3], 1.3), (240.0, 241.0, 242.0))})
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["guard-breach"] and v.tier is None
+    assert "floor 255" in v.reasons[0]["message"]
+
+
+def test_guard_within_its_drop_passes():
+    r = make_receipt(guards={"decode_ctx128": (scaled(MAIN[:3], 1.3), (252.5, 253.0, 253.5))})
+    assert decide(r, RULES).outcome == "accepted"
+
+
+def test_unmeasured_guard_floor_is_not_enforced():
+    r = make_receipt(guards={"decode_ctx128": ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0))})
+    r["lock"]["guards"]["decode_ctx128"] = 0.0
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and "guard-unmeasured" in warn_codes(v)
+
+
+# --- significance ----------------------------------------------------------------------
+
+def test_small_gain_is_none():
+    v = decide(make_receipt(cand=scaled(MAIN, 1.015)), RULES)
+    assert v.outcome == "none" and v.exit_code == 0 and v.tier is None and codes(v) == ["below-significance"]
+
+
+def test_noisy_gain_whose_interval_includes_zero_is_none():
+    v = decide(make_receipt(main=(200, 200, 200, 200, 200), cand=(260, 150, 270, 140, 230),
+                            short_cand=(230, 230, 230)), RULES)
+    assert v.speed["gain"] > RULES.significance
+    assert v.outcome == "none" and codes(v) == ["interval-includes-zero"]
+
+
+def test_a_single_pair_is_never_significant():
+    v = decide(make_receipt(main=(200.0,), cand=(230.0,)), RULES)
+    assert v.outcome == "infra" and codes(v) == ["too-few-reps", "too-few-reps"]
+    v = decide(make_receipt(main=(200.0, 200.0), cand=(230.0, 230.0)), RULES)
+    assert v.outcome == "accepted"          # two identical ratios: a point interval
+
+
+def test_noise_above_the_threshold_warns():
+    r = make_receipt()
+    r["lock"]["noise_spread"] = 0.04
+    assert "threshold-below-noise" in warn_codes(decide(r, RULES))
+    r["lock"]["noise_spread"] = None
+    assert "noise-unmeasured" in warn_codes(decide(r, RULES))
+
+
+def test_lock_frontier_above_main_is_the_frontier_and_stale():
+    r = make_receipt()
+    r["lock"]["frontier"] = 205.0
+    v = decide(r, RULES)
+    assert v.speed["frontier"] == 205.0 and v.speed["frontier_source"] == "lock"
+    assert v.speed["gain"] == (v.speed["candidate_median"] - 205.0) / 205.0
+    assert "pin-stale" in warn_codes(v)
+
+
+def test_main_far_above_the_pin_is_stale():
+    r = make_receipt()
+    r["lock"]["frontier"] = 180.0
+    v = decide(r, RULES)
+    [msg] = [w["message"] for w in v.warnings if w["code"] == "pin-stale"]
+    assert "+11.2%" in msg and v.speed["frontier"] == v.speed["main_median"]
+
+
+# --- tier and plausibility ----------------------------------------------------------------
+
+def test_anchor_binds_when_it_is_larger_than_the_frontier():
+    rules = default_rules(anchor=800.0)
+    v = decide(make_receipt(cand=scaled(MAIN, 1.20)), rules)
+    assert v.speed["basis_kind"] == "anchor"
+    assert v.speed["basis"] == v.speed["delta"] / 800.0
+    assert v.tier == "s" and v.speed["gain"] > 0.18      # xl over the frontier, s against the anchor
+
+
+def test_band_edges():
+    b = Bands()
+    assert [band(x, b) for x in (0.0, 0.0349, 0.035, 0.06, 0.0999, 0.10, 0.18, 3.0)] == \
+        ["xs", "xs", "s", "m", "m", "l", "xl", "xl"]
+
+
+def test_implausible_result_is_held_with_its_would_be_tier():
+    r = make_receipt(cand=scaled(MAIN, 5.5), short_cand=scaled(MAIN[:3], 5.5),
+                     guards={"decode_ctx128": (scaled(MAIN[:3], 1.3), scaled(MAIN[:3], 7))})
+    v = decide(r, RULES)
+    assert v.outcome == "implausible" and v.exit_code == 4
+    assert v.tier is None and v.would_be_tier == "xl"
+
+
+# --- noise receipts ---------------------------------------------------------------------
+
+def test_noise_receipt():
+    r = make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7), kind="noise")
+    v = decide(r, RULES)
+    assert v == decide_noise(r, RULES)
+    assert v.outcome == "noise" and v.exit_code == 0
+    n = v.speed["noise"]
+    assert n["pairs"] == 5 and n["spread"] < RULES.significance and n["false_positives"] == 0
+
+
+def test_noise_receipt_with_a_noisy_node_warns():
+    r = make_receipt(cand=(210.0, 190.0, 212.0, 195.0, 206.0), short_cand=(200.0, 200.0, 200.0), kind="noise")
+    v = decide_noise(r, RULES)
+    assert v.outcome == "noise" and "threshold-below-noise" in warn_codes(v)
+
+
+# --- properties --------------------------------------------------------------------------
+
+values = st.lists(st.floats(150.0, 250.0), min_size=2, max_size=7)
+
+
+def round_with(main_vals, factor, jitter):
+    cand = [m * factor * (1 + j) for m, j in zip(main_vals, jitter)]
+    return make_receipt(main=main_vals, cand=cand, short_main=main_vals[:2], short_cand=cand[:2],
+                        guards={"decode_ctx128": (main_vals[:2], cand[:2])},
+                        lock={"frontier": 0.0, "frontier_slot": "S", "anchor": 0.0,
+                              "guards": {"decode_ctx128": 0.0}, "noise_spread": 0.01})
+
+
+jitters = st.lists(st.floats(-0.03, 0.03), min_size=7, max_size=7)
+settings_ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings_
+@given(values, st.floats(0.8, 1.6), jitters, st.sampled_from([0.0, 150.0, 300.0]))
+def test_tier_never_exceeds_the_measured_gain_band(main_vals, factor, jitter, anchor):
+    v = decide(round_with(main_vals, factor, jitter), default_rules(anchor=anchor))
+    if v.tier is not None:
+        assert BANDS.index(v.tier) <= BANDS.index(band(v.speed["gain"], RULES.bands))
+        assert v.speed["basis"] <= v.speed["gain"]
+
+
+@settings_
+@given(values, st.floats(0.8, 1.6), jitters, st.integers(0, 6), st.sampled_from(["kl", "top1"]))
+def test_parity_failure_never_yields_a_tier_or_speed_credit(main_vals, factor, jitter, depth_i, figure):
+    r = round_with(main_vals, factor, jitter)
+    bad = {"kl": {"kl": 0.5}, "top1": {"top1": 0.5}}[figure]
+    r["parity"]["candidate"]["depths"] = depth_figures(at={(4, 128, 256, 512, 1024, 2048, 4096)[depth_i]: bad})
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and v.tier is None and v.would_be_tier is None
+    assert not {"gain", "basis", "band"} & set(v.speed)
+
+
+@settings_
+@given(values, st.floats(0.8, 1.6), jitters, st.randoms(use_true_random=False))
+def test_verdict_is_invariant_to_rep_listing_order(main_vals, factor, jitter, rnd):
+    r = round_with(main_vals, factor, jitter)
+    shuffled = variant(r)
+    rnd.shuffle(shuffled["reps"])
+    assert decide(shuffled, RULES).to_dict() == decide(r, RULES).to_dict()
+
+
+@settings_
+@given(values, st.floats(0.8, 1.02), jitters)
+def test_gain_at_or_below_the_threshold_is_never_accepted(main_vals, factor, jitter):
+    v = decide(round_with(main_vals, factor, jitter), RULES)
+    if v.speed.get("gain") is not None and v.speed["gain"] <= RULES.significance:
+        assert v.outcome != "accepted" and v.tier is None
+
+
+def test_gain_exactly_at_the_threshold_is_none():
+    main = (200.0, 200.0, 200.0)
+    v = decide(make_receipt(main=main, cand=(204.0, 204.0, 204.0)), default_rules(significance=0.02))
+    assert v.speed["gain"] <= 0.02 + 1e-15
+    assert v.outcome == "none"
+
+
+def test_listing_order_of_the_default_round():
+    r = make_receipt()
+    s = variant(r)
+    random.Random(3).shuffle(s["reps"])
+    assert decide(s, RULES).to_dict() == decide(r, RULES).to_dict()

@@ -1,0 +1,249 @@
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from console.core.parity import (DepthFigures, ParityInputError, depth_status, drift_ratio, grade_logits,
+                                 grade_row, log_softmax, worst_depth)
+from console.profile import GateRules
+
+RULES = GateRules()
+
+
+def naive(ref, cand):
+    """Textbook float64 figures for one [rows, vocab] block."""
+    lp, lq = log_softmax(ref), log_softmax(cand)
+    p = np.exp(lp)
+    kl = np.sum(p * (lp - lq), axis=-1).mean()
+    top1 = np.mean(np.argmax(ref, -1) == np.argmax(cand, -1))
+    ent = -np.sum(p * lp, axis=-1).mean()
+    return kl, top1, ent
+
+
+def logits(depths, rows, vocab, seed=0, scale=3.0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((depths, rows, vocab)) * scale).astype(dtype)
+
+
+# --- log_softmax -------------------------------------------------------------
+
+def test_log_softmax_is_stable_and_float64():
+    x = np.array([1000.0, 1001.0, 1002.0], dtype=np.float32)
+    out = log_softmax(x)
+    assert out.dtype == np.float64
+    assert np.all(np.isfinite(out))
+    assert math.isclose(np.exp(out).sum(), 1.0, rel_tol=1e-12)
+    assert np.allclose(out, log_softmax(x - 1000.0))
+
+
+def test_log_softmax_is_identity_on_log_probs():
+    lp = log_softmax(np.random.default_rng(1).standard_normal((3, 50)))
+    assert np.allclose(log_softmax(lp), lp, atol=1e-12)
+
+
+# --- grade_logits ---------------------------------------------------------------
+
+def test_identical_inputs_give_zero_kl_and_full_agreement():
+    x = logits(3, 4, 500)
+    figs = grade_logits(x, x.copy(), [4, 8, 16], 4, 500)
+    assert [f.depth for f in figs] == [4, 8, 16]
+    for f in figs:
+        assert f.kl == 0.0 and f.top1 == 1.0
+        assert math.isclose(f.max_entropy, math.log(500))
+
+
+def test_matches_naive_float64_computation():
+    ref = logits(3, 5, 1000, seed=2)
+    cand = ref + logits(3, 5, 1000, seed=3, scale=0.05)
+    for f, d in zip(grade_logits(ref, cand, [1, 2, 3], 5, 1000), range(3)):
+        kl, top1, ent = naive(ref[d].astype(np.float64), cand[d].astype(np.float64))
+        assert math.isclose(f.kl, kl, rel_tol=1e-9)
+        assert f.top1 == top1
+        assert math.isclose(f.ref_entropy, ent, rel_tol=1e-12)
+
+
+def test_vocab_larger_than_one_chunk_matches_naive():
+    ref = logits(1, 2, 150_000, seed=4)
+    cand = ref + logits(1, 2, 150_000, seed=5, scale=0.01)
+    [f] = grade_logits(ref, cand, [4], 2, 150_000)
+    kl, _, ent = naive(ref[0].astype(np.float64), cand[0].astype(np.float64))
+    assert math.isclose(f.kl, kl, rel_tol=1e-8)
+    assert math.isclose(f.ref_entropy, ent, rel_tol=1e-12)
+
+
+def test_tiny_kl_is_resolved():
+    ref = logits(1, 1, 4000, seed=6, dtype=np.float64)
+    cand = ref + 1e-5 * logits(1, 1, 4000, seed=7, dtype=np.float64)
+    [f] = grade_logits(ref, cand, [4], 1, 4000)
+    assert 0 < f.kl < 1e-8
+    kl, _, _ = naive(ref[0], cand[0])
+    assert math.isclose(f.kl, kl, rel_tol=1e-3)
+
+
+def test_known_two_token_value():
+    p, q = np.array([0.75, 0.25]), np.array([0.5, 0.5])
+    [f] = grade_logits(np.log(p)[None, :], np.log(q)[None, :], [4], 1, 2)
+    assert math.isclose(f.kl, 0.75 * math.log(1.5) + 0.25 * math.log(0.5), rel_tol=1e-12)
+    assert f.top1 == 0.0 or f.top1 == 1.0
+    assert math.isclose(f.ref_entropy, -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)), rel_tol=1e-12)
+
+
+def test_two_dimensional_input_means_one_row():
+    x = logits(3, 1, 64)[:, 0, :]
+    y = x + 0.1
+    figs = grade_logits(x, y, [4, 8, 16], 1, 64)
+    assert all(f.kl < 1e-12 and f.top1 == 1.0 for f in figs)   # a constant shift is no change
+
+
+def test_top1_is_a_share_of_rows():
+    ref = logits(1, 4, 10, seed=8)
+    cand = ref.copy()
+    cand[0, 0] = -ref[0, 0]
+    [f] = grade_logits(ref, cand, [4], 4, 10)
+    assert f.top1 == 0.75
+
+
+def test_workers_do_not_change_the_result():
+    ref = logits(4, 3, 2000, seed=9)
+    cand = ref + logits(4, 3, 2000, seed=10, scale=0.2)
+    one = grade_logits(ref, cand, [1, 2, 3, 4], 3, 2000, workers=1)
+    assert grade_logits(ref, cand, [1, 2, 3, 4], 3, 2000, workers=2) == one
+    assert grade_logits(ref, cand, [1, 2, 3, 4], 3, 2000, workers=5) == one
+
+
+def test_memmapped_float64_input(tmp_path):
+    ref = logits(2, 2, 300, seed=11, dtype=np.float64)
+    np.save(tmp_path / "r.npy", ref)
+    np.save(tmp_path / "c.npy", ref * 1.01)
+    figs = grade_logits(np.load(tmp_path / "r.npy", mmap_mode="r"), np.load(tmp_path / "c.npy", mmap_mode="r"),
+                        [4, 8], 2, 300)
+    assert all(f.top1 == 1.0 and 0 < f.kl < 1e-2 for f in figs)
+
+
+def test_depth_figures_round_trip():
+    f = DepthFigures(4, 1.0, 1e-6, 3.1, 7.6)
+    assert DepthFigures.from_dict(f.to_dict()) == f
+
+
+# --- malformed inputs -------------------------------------------------------------
+
+@pytest.mark.parametrize("ref_shape,depths,rows,vocab,needle", [
+    ((3, 4), [4, 8, 16], 2, 4, "expected shape"),              # 2-D only allowed when rows == 1
+    ((3, 2, 4, 1), [4, 8, 16], 2, 4, "4-D"),
+    ((3, 2, 5), [4, 8, 16], 2, 4, "vocabulary size 5"),
+    ((2, 2, 4), [4, 8, 16], 2, 4, "missing depths"),
+    ((4, 2, 4), [4, 8, 16], 2, 4, "4 depth rows for 3 depths"),
+    ((3, 3, 4), [4, 8, 16], 2, 4, "3 rows per depth"),
+])
+def test_shape_errors_are_named(ref_shape, depths, rows, vocab, needle):
+    bad = np.zeros(ref_shape, dtype=np.float32)
+    good = np.zeros((len(depths), rows, vocab), dtype=np.float32)
+    with pytest.raises(ParityInputError, match=needle) as e:
+        grade_logits(good, bad, depths, rows, vocab)
+    assert "candidate logits" in str(e.value)
+
+
+def test_integer_dtype_is_refused():
+    with pytest.raises(ParityInputError, match="dtype int32"):
+        grade_logits(np.zeros((1, 1, 4), np.int32), np.zeros((1, 1, 4), np.float32), [4], 1, 4)
+
+
+@pytest.mark.parametrize("value,label", [(np.nan, "NaN"), (np.inf, "+inf"), (-np.inf, "-inf")])
+@pytest.mark.parametrize("which", ["reference", "candidate"])
+def test_non_finite_values_name_the_depth(value, label, which):
+    ref, cand = logits(3, 2, 50, seed=12), logits(3, 2, 50, seed=13)
+    (ref if which == "reference" else cand)[2, 1, 7] = value
+    with pytest.raises(ParityInputError, match=rf"{which} logits: .*{re.escape(label)}.*depth 16, row 1") as e:
+        grade_logits(ref, cand, [4, 8, 16], 2, 50)
+    assert "token 7" in str(e.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(0, 2), row=st.integers(0, 1), tok=st.integers(0, 20),
+       value=st.sampled_from([np.nan, np.inf, -np.inf]), in_ref=st.booleans(),
+       fill=st.floats(-1e30, 1e30))
+def test_any_non_finite_value_is_caught(depth, row, tok, value, in_ref, fill):
+    ref = np.full((3, 2, 21), fill, dtype=np.float64)
+    cand = logits(3, 2, 21, seed=14, dtype=np.float64)
+    (ref if in_ref else cand)[depth, row, tok] = value
+    with pytest.raises(ParityInputError, match=f"depth {[4, 8, 16][depth]}"):
+        grade_logits(ref, cand, [4, 8, 16], 2, 21)
+
+
+@settings(max_examples=80, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), min_size=0, max_size=4),
+       dtype=st.sampled_from([np.float32, np.float64, np.int64, np.bool_, np.complex64, object]),
+       depths=st.lists(st.integers(1, 100), min_size=1, max_size=4), rows=st.integers(1, 3),
+       vocab=st.integers(2, 5))
+def test_malformed_inputs_raise_parity_input_error_only(shape, dtype, depths, rows, vocab):
+    bad = np.zeros(shape, dtype=dtype)
+    good = np.zeros((len(depths), rows, vocab), dtype=np.float32)
+    try:
+        grade_logits(good, bad, depths, rows, vocab)
+    except ParityInputError:
+        pass
+
+
+def test_grade_row():
+    ref = np.log(np.array([0.7, 0.2, 0.1]))
+    g = grade_row(ref, ref.astype(np.float32))
+    assert g.kl < 1e-7 and g.top1 == 1.0
+    g = grade_row(ref, ref[::-1].copy())
+    assert g.top1 == 0.0 and g.kl > 0.5
+    with pytest.raises(ParityInputError, match="vocabulary size 2"):
+        grade_row(ref, ref[:2])
+    with pytest.raises(ParityInputError, match="NaN"):
+        grade_row(ref, np.array([0.0, np.nan, 1.0]))
+    with pytest.raises(ParityInputError, match="dtype"):
+        grade_row(ref, np.array([1, 2, 3]))
+
+
+# --- status against the rules -------------------------------------------------------
+
+def fig(depth=4, kl=1e-6, top1=1.0, ref_entropy=3.0, vocab=2048):
+    return DepthFigures(depth, top1, kl, ref_entropy, math.log(vocab))
+
+
+def test_status_pass_and_failures():
+    assert depth_status(fig(), fig(), RULES).status == "pass"
+    st_ = depth_status(fig(depth=2048, kl=0.31), fig(), RULES)
+    assert st_.status == "fail"
+    assert st_.reasons[0]["message"] == "depth 2048: mean KL 0.31 nats > bar 0.05"
+    st_ = depth_status(fig(top1=0.9), None, RULES)
+    assert st_.status == "fail" and st_.reasons[0]["figure"] == "top1"
+    assert st_.reasons[0]["bar"] == 0.95
+
+
+def test_uncheckable_unless_kl_is_over_the_bar_anyway():
+    flat = math.log(2048) * 0.99
+    assert depth_status(fig(ref_entropy=flat, top1=0.0), None, RULES).status == "uncheckable"
+    assert depth_status(fig(ref_entropy=flat, kl=1.0), None, RULES).status == "fail"
+
+
+def test_ratchet_fires_only_at_the_bar():
+    at_bar = fig(kl=RULES.kl_max)
+    assert depth_status(at_bar, fig(kl=0.02), RULES).status == "regressed"
+    assert depth_status(at_bar, fig(kl=0.03), RULES).status == "pass"   # only 1.67x main
+    assert depth_status(fig(kl=0.004), fig(kl=0.001), RULES).drift == 4.0
+
+
+@settings(max_examples=200)
+@given(cand=st.floats(0, RULES.kl_max, exclude_max=True), main=st.floats(0, 1))
+def test_ratchet_below_the_floor_never_flags(cand, main):
+    assert depth_status(fig(kl=cand), fig(kl=main), RULES).status == "pass"
+
+
+def test_drift_ratio():
+    assert drift_ratio(0.0, 0.0) == 1.0
+    assert drift_ratio(1e-3, 0.0) is None
+    assert drift_ratio(1e-3, None) is None
+
+
+def test_worst_depth_ties():
+    figs = [fig(4, kl=0.01), fig(128, kl=0.02, top1=1.0), fig(256, kl=0.02, top1=0.97), fig(512, kl=0.02, top1=0.97)]
+    assert worst_depth(figs, RULES) == 512
+    figs.append(fig(1024, kl=0.5, ref_entropy=math.log(2048)))    # uncheckable … but failing KL
+    assert worst_depth(figs, RULES) == 1024
+    assert worst_depth([fig(4, ref_entropy=math.log(2048))], RULES) is None

@@ -1,0 +1,77 @@
+"""Profile errors name the file, the key and what was expected — before anything is built."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from console.profile import ProfileError, load_profile, rules_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "profiles" / "demo.toml"
+
+
+def _variant(tmp_path: Path, edit) -> Path:
+    text = edit(DEMO.read_text())
+    # the demo's relative paths point at profiles/demo and images/: mirror that layout
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "demo").symlink_to(ROOT / "profiles" / "demo")
+    (tmp_path / "images").symlink_to(ROOT / "images")
+    p = tmp_path / "profiles" / "demo.toml"
+    p.write_text(text)
+    return p
+
+
+def test_demo_profile_loads_with_defaults_from_the_seeds():
+    p = load_profile(DEMO)
+    assert p.parity.depths == (4, 128, 256, 512, 1024, 2048, 4096)
+    assert (p.gate.top1_min, p.gate.kl_max, p.gate.significance, p.gate.plausibility) == (0.95, 0.05, 0.02, 5.0)
+    assert (p.gate.bands.s, p.gate.bands.m, p.gate.bands.l, p.gate.bands.xl) == (0.035, 0.06, 0.10, 0.18)
+    assert p.bench.shortcut == "seek" and p.bench.seek_bytes_per_position > 0
+    assert len(p.sha256) == 64
+
+
+def test_rules_round_trip_through_a_receipt_table():
+    from dataclasses import asdict
+    rules = load_profile(DEMO).gate
+    assert rules_from_dict(asdict(rules)) == rules
+
+
+@pytest.mark.parametrize("edit, key, expected", [
+    (lambda t: t.replace("reps = 5", "repz = 5"), "bench.repz", "unknown key"),
+    (lambda t: t.replace("reps = 5", 'reps = "five"'), "bench.reps", "expected an integer"),
+    (lambda t: t.replace("top1_min = 0.95", "top1_min = 1.5"), "gate.top1_min", "expected a value in"),
+    (lambda t: t.replace('shortcut = "seek"', 'shortcut = "teleport"'), "bench.shortcut", "expected 'none' or 'seek'"),
+    (lambda t: t.replace("depths = [4, 128", "depths = [128, 4"), "parity.depths", "strictly increasing"),
+    (lambda t: t.replace('memory = "512m"', 'memory = "lots"'), "run.memory", "a size like"),
+    (lambda t: t.replace("scored_path_depth = 1024", "scored_path_depth = 1000"), "parity.scored_path_depth", "one of parity.depths"),
+    (lambda t: t.replace('"--out", "{out}"]\nmetric', '"--out", "{outdir}"]\nmetric'), "bench.command", "unknown placeholder {outdir}"),
+    (lambda t: t.replace('[image]\nbase = "bench-console/base:bookworm-gcc"\n', "[image]\n"), "image.base", "missing"),
+    (lambda t: t.replace("bands = { s = 0.035, m = 0.06", "bands = { s = 0.07, m = 0.06"), "gate.bands", "strictly increasing"),
+    (lambda t: t + "\n[extra]\nx = 1\n", "extra", "unknown key"),
+    (lambda t: t.replace("name = \"demo\"", "name = "), "(syntax)", "valid TOML"),
+])
+def test_bad_profiles_name_file_key_and_expectation(tmp_path, edit, key, expected):
+    path = _variant(tmp_path, edit)
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert e.value.key == key
+    assert expected in e.value.expected
+    assert str(path) in str(e.value)
+
+
+def test_missing_file_is_a_profile_error(tmp_path):
+    with pytest.raises(ProfileError) as e:
+        load_profile(tmp_path / "nope.toml")
+    assert "nope.toml" in str(e.value)
+
+
+def test_cli_exits_2_on_a_typo_before_building(tmp_path, capsys):
+    from console.cli import main
+    path = _variant(tmp_path, lambda t: t.replace("warmup = 1", "warmpu = 1"))
+    code = main(["run", "--profile", str(path), "--candidate", str(ROOT / "images" / "demo-engine"), "--headless"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert re.search(r"demo\.toml: key 'bench\.warmpu': unknown key", err)
+    assert "nothing was built" in err

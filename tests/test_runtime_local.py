@@ -1,0 +1,85 @@
+"""The local runtime (no Docker) with the same hostile engine: real processes, real limits."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console import protocol
+from console.errors import CompilerMismatch
+from console.profile import load_profile
+from console.runtime.local import LocalRuntime, map_paths
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    profile = load_profile(FIXTURES / "hostile.toml")
+    rt = LocalRuntime(tmp_path_factory.mktemp("local"))
+    built = rt.build("main", Path(profile.source.path), profile.image, lambda line: None)
+    return profile, rt, built
+
+
+def _run(hostile, tmp_path, mode):
+    profile, rt, built = hostile
+    (tmp_path / "in").mkdir(exist_ok=True)
+    return rt.run(built, ["/engine/engine", "bench", "--depth", str(mode), "--out", "/out"],
+                  src_dir=Path(built.root) / "src", inputs_dir=tmp_path / "in", out_dir=tmp_path / f"o{mode}",
+                  run=profile.run, label=f"m{mode}")
+
+
+def test_paths_are_mapped_only_at_root_boundaries():
+    root = Path("/r")
+    assert map_paths("make -s OUT=/engine", root, None, None) == "make -s OUT=/r/engine"
+    assert map_paths("/engine/engine", root, None, None) == "/r/engine/engine"
+    assert map_paths("/engineering/x", root, None, None) == "/engineering/x"
+    assert map_paths("/out", root, Path("/i"), Path("/o")) == "/o"
+
+
+def test_build_asserts_the_host_compiler_and_records_a_content_id(hostile):
+    _, _, built = hostile
+    assert built.image_id.startswith("local:") and built.base_image_id == "host"
+    assert built.compiler.startswith("gcc ")
+
+
+def test_wrong_compiler_pin_is_refused(hostile):
+    profile, rt, _ = hostile
+    with pytest.raises(CompilerMismatch) as e:
+        rt.build("candidate", Path(profile.source.path), replace(profile.image, compiler="gcc 1.0"), lambda l: None)
+    assert "expected 'gcc 1.0'" in e.value.message
+
+
+def test_honest_run_and_rusage_peak(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 1)
+    assert res.exit_code == 0 and res.peak_mem_bytes and res.peak_mem_bytes > 0
+    assert protocol.parse_bench_output(res.stdout, metric="decode_tok_s", tokens=10, depth=1, context="doc").ok
+
+
+def test_never_exits_is_killed_at_the_timeout(hostile, tmp_path):
+    t0 = time.monotonic()
+    res = _run(hostile, tmp_path, 2)
+    assert res.timed_out and res.exit_code is None
+    assert time.monotonic() - t0 < hostile[0].run.timeout_s + 3
+
+
+def test_lingering_children_are_killed_with_their_group(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 3)
+    assert res.exit_code == 0
+    time.sleep(0.2)
+    binary = str(Path(hostile[2].root) / "engine" / "engine").encode()
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(binary):
+                left.append(proc.name)
+        except OSError:
+            continue
+    assert left == []
+
+
+def test_output_flood_is_stopped(hostile, tmp_path):
+    res = _run(hostile, tmp_path, 4)
+    assert res.killed_reason == "output limit"

@@ -1,0 +1,251 @@
+"""The dashboard renders what the events say, as they arrive."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console import events as ev
+from console.replay import ListSource
+from console.tui.app import EXIT_QUIT_DURING_ROUND, ConsoleApp
+from console.tui.screens.viewers import LogScreen, ReceiptScreen
+from console.tui.widgets.builds import BuildPanel
+from console.tui.widgets.reps import RepSummary
+
+from .conftest import SIZE, SteppedSource, feed, frozen_clock, index_of, screen_text
+
+
+
+def _app(events: list[ev.Event]) -> tuple[ConsoleApp, SteppedSource]:
+    source = SteppedSource(events)
+    return ConsoleApp(source, clock=frozen_clock), source
+
+
+def _cell(table, row: str, col: str) -> str:
+    value = table.get_cell(row, col)
+    return getattr(value, "plain", str(value))
+
+
+async def test_depth_rows_fill_in(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, 1)
+        table = app.dashboard.parity.table
+        assert table.row_count == 7  # one stable row per planned depth
+        assert _cell(table, "4096", "c_top1") == "…"
+        first_cand = index_of(recorded, lambda e: isinstance(e, ev.DepthGraded)
+                              and e.build == "candidate")
+        await feed(pilot, source, first_cand)
+        assert _cell(table, "4096", "m_top1") == "0.996"
+        assert _cell(table, "4096", "m_kl") == "8.8e-06"
+        assert _cell(table, "4", "c_top1") == "…"
+        done = index_of(recorded, lambda e: isinstance(e, ev.ScoredPathChecked)
+                        and e.build == "candidate")
+        await feed(pilot, source, done)
+        assert table.row_count == 7
+        assert _cell(table, "4096", "c_top1") == "0.992"
+        assert _cell(table, "4096", "c_kl") == "2.3e-05"
+        assert _cell(table, "512", "grade") == "pass/pass"
+        assert _cell(table, "4", "grade") == "unchk/unchk"
+        assert _cell(table, "4096", "depth") == "4096 ◀"  # worst depth marked
+        assert _cell(table, "2048", "depth") == "2048"
+        text = screen_text(app)
+        assert "scored path" in text and "bar top-1 ≥ 0.990" in text
+
+
+async def test_reps_appear_with_running_summary(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, len(recorded))
+        reps = app.dashboard.reps
+        n_reps = sum(isinstance(e, ev.RepDone) for e in recorded)
+        assert reps.row_count == n_reps == 18
+        key = "candidate:timed:4:15"
+        assert _cell(reps, key, "value") == "228.8"
+        assert _cell(reps, key, "status") == "ok"
+        assert _cell(reps, "main:timed:3:13", "status") == "ok sm-clock-dip"
+        summary = app.dashboard.query_one(RepSummary)
+        assert summary.median("main") == pytest.approx(210.4)
+        assert summary.median("candidate") == pytest.approx(228.4)
+
+
+async def test_verdict_banner_shows_tier_and_reasons(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, len(recorded) - 2)
+        assert app.dashboard.verdict.label == ""
+        await feed(pilot, source, len(recorded))
+        panel = app.dashboard.verdict
+        assert panel.label == "TIER M"
+        verdict = next(e for e in recorded if isinstance(e, ev.VerdictReady)).verdict
+        for reason in verdict["reasons"]:
+            assert reason["message"] in panel.text_plain
+        for warning in verdict["warnings"]:
+            assert warning["message"] in panel.text_plain
+        assert "+8.52% [+7.61%, +9.38%]" in panel.text_plain
+        assert "band m" in panel.text_plain
+        assert app.dashboard.header.status == "complete"
+
+
+def _rejected(recorded: list[ev.Event]) -> list[ev.Event]:
+    reasons = [{"code": "parity-fail", "message": "candidate fails parity at depth 2048: "
+                                                  "KL 4.1e-02 over the bar 1.0e-03"},
+               {"code": "no-speed-credit", "message": "a parity failure suppresses any "
+                                                     "speed credit"}]
+    out = []
+    for e in recorded:
+        if isinstance(e, ev.DepthGraded) and e.build == "candidate" and e.depth == 2048:
+            e = ev.DepthGraded(build="candidate", depth=2048, top1=0.91, kl=4.1e-2,
+                               ref_entropy=e.ref_entropy, status="fail",
+                               reasons=["KL 4.1e-02 over the bar"], at=e.at)
+        if isinstance(e, ev.ParityDone) and e.build == "candidate":
+            e = ev.ParityDone(build="candidate", ok=False, worst_depth=2048, at=e.at)
+        if isinstance(e, ev.VerdictReady):
+            e = ev.VerdictReady(verdict={"outcome": "rejected", "tier": None, "exit_code": 1,
+                                         "reasons": reasons, "warnings": []}, at=e.at)
+        if isinstance(e, ev.RoundEnded):
+            e = ev.RoundEnded(status="complete", exit_code=1, at=e.at)
+        out.append(e)
+    return out
+
+
+async def test_rejected_verdict_shows_each_reason(recorded):
+    events = _rejected(recorded)
+    app, source = _app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, len(events))
+        panel = app.dashboard.verdict
+        assert panel.label == "REJECTED"
+        assert panel.has_class("-bad")
+        assert "candidate fails parity at depth 2048" in panel.text_plain
+        assert "a parity failure suppresses any speed credit" in panel.text_plain
+        table = app.dashboard.parity.table
+        assert _cell(table, "2048", "grade") == "pass/fail"
+        assert _cell(table, "2048", "depth") == "2048 ◀"
+        assert "parity FAILED" in screen_text(app)
+        await pilot.press("q")
+    assert app.return_code == 1  # the round's own exit code
+
+
+async def test_abort_key_calls_source_abort(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, 40)
+        await pilot.press("a")
+        assert source.abort_calls == 1
+        assert app.dashboard.header.status == "aborting…"
+        await pilot.press("a")  # a second press does not abort twice
+        assert source.abort_calls == 1
+        # the source ends its stream with RoundEnded(incomplete)
+        for _ in range(100):
+            if app.dashboard.ended is not None:
+                break
+            await pilot.pause(0.05)
+        assert app.dashboard.ended.status == "incomplete"
+        assert app.dashboard.header.status == "incomplete"
+        assert not app.running
+
+
+async def test_quit_mid_round_aborts(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, 10)
+        await pilot.press("q")
+    assert source.abort_calls == 1
+    assert app.return_code == EXIT_QUIT_DURING_ROUND
+
+
+async def test_log_key_shows_whole_build_log_and_rep_log(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, len(recorded))
+        panel = app.dashboard.query_one("#build-candidate", BuildPanel)
+        n_lines = sum(isinstance(e, ev.BuildLog) and e.build == "candidate" for e in recorded)
+        assert len(panel.lines) == n_lines >= 50
+        panel.log_widget.focus()
+        await pilot.press("l")
+        assert isinstance(app.screen, LogScreen)
+        assert app.screen.query_one("#full-log").line_count == n_lines
+        await pilot.press("escape")
+        assert app.screen is app.dashboard
+        app.dashboard.reps.focus()
+        app.dashboard.reps.move_cursor(row=0)
+        await pilot.press("l")
+        assert isinstance(app.screen, LogScreen)
+        log = app.screen.query_one("#full-log")
+        assert "RESULT metric=decode_tok_s" in "\n".join(log.lines)
+
+
+async def test_receipt_key_opens_pretty_json(tmp_path: Path):
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(json.dumps({"schema": "bench-console/receipt/1", "round_id": "r1"}))
+    events = [ev.RoundStarted(round_id="r1", profile="demo", profile_sha256="", runtime="local",
+                              host={}, plan={}, at=1.0),
+              ev.RoundEnded(status="complete", exit_code=0, receipt_path=str(receipt), at=2.0)]
+    app, source = _app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        assert app.screen is app.dashboard  # no receipt yet
+        await feed(pilot, source, 2)
+        await pilot.press("r")
+        assert isinstance(app.screen, ReceiptScreen)
+        assert "bench-console/receipt/1" in screen_text(app)
+
+
+async def test_start_key_runs_a_factory(recorded):
+    made: list[ListSource] = []
+
+    def factory() -> ListSource:
+        made.append(ListSource(recorded[:30]))
+        return made[-1]
+
+    app = ConsoleApp(factory, clock=frozen_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not made and app.dashboard.header.status == "idle"
+        await pilot.press("s")
+        for _ in range(100):
+            if app.dashboard.events_applied >= 30 and not app.running:
+                break
+            await pilot.pause(0.05)
+        assert len(made) == 1
+        assert app.dashboard.events_applied == 30
+        assert app.dashboard.header.status == "stream ended"  # no RoundEnded in the slice
+
+
+async def test_build_failure_and_log_flood():
+    lines = [ev.BuildLog(build="main", line=f"line {i}", at=1.0) for i in range(3000)]
+    events = [ev.BuildStarted(build="main", source={}, at=1.0), *lines,
+              ev.BuildFailed(build="main", message="make: *** [engine] Error 1",
+                             log_tail=["line 2999"], at=2.0),
+              *[ev.TelemetrySample(source="nvml", values={"temp_c": 50 + i}, at=2.0)
+                for i in range(200)]]
+    app, source = _app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, len(events))
+        panel = app.dashboard.build_panel("main")
+        assert panel.state == "failed"
+        assert len(panel.lines) == 3000
+        assert "make: *** [engine] Error 1" in screen_text(app)
+        assert app.dashboard.header.telemetry["nvml"]["temp_c"] == 249  # newest sample wins
+
+
+async def test_stream_error_is_reported():
+    class Broken:
+        def events(self):
+            yield ev.PhaseStarted(phase="build", at=1.0)
+            raise RuntimeError("docker daemon went away")
+
+        def abort(self):
+            pass
+
+    app = ConsoleApp(Broken(), clock=frozen_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            if not app.running:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        assert app.dashboard.header.status == "stream error"
+        assert "docker daemon went away" in screen_text(app)
