@@ -140,6 +140,7 @@ class Profile:
     reference: ReferenceSpec
     gate: GateRules
     node: str = "local"             # node name used to qualify lock slots
+    health: Any = None              # console.core.health.HealthRules: when a rep is suspect
 
     @property
     def dir(self) -> Path:
@@ -161,7 +162,7 @@ def rules_from_dict(d: dict[str, Any]) -> GateRules:
 
 _SECTIONS = {
     "name", "description", "node", "source", "engine", "image", "run", "bench",
-    "parity", "reference", "gate",
+    "parity", "reference", "gate", "health",
 }
 
 
@@ -389,10 +390,21 @@ def load_profile(path: str | Path) -> Profile:
         guards=tuple(guards),
     )
 
+    from .core.health import HealthRules
+    hd = HealthRules()
+    he = top.sub("health", set(HealthRules.__dataclass_fields__), required=False)
+    health = HealthRules(**{
+        k: (he.num(k, getattr(hd, k), lo=0, integer=isinstance(getattr(hd, k), int))
+            if isinstance(getattr(hd, k), (int, float)) and not isinstance(getattr(hd, k), bool)
+            else he.get(k, type(getattr(hd, k)), getattr(hd, k)))
+        for k in HealthRules.__dataclass_fields__})
+    if isinstance(health.throttle_reasons, list):
+        health = HealthRules(**{**asdict(health), "throttle_reasons": tuple(health.throttle_reasons)})
+
     return Profile(
         name=top.get("name", str, what="the profile's name"),
         path=str(path), sha256=hashlib.sha256(raw_bytes).hexdigest(),
         description=top.get("description", str, ""), node=top.get("node", str, "local"),
         source=source, protected=protected, image=image, run=run, bench=bench,
-        parity=parity, reference=reference, gate=gate,
+        parity=parity, reference=reference, gate=gate, health=health,
     )

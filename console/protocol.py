@@ -23,11 +23,8 @@ from typing import Any
 
 import numpy as np
 
-try:  # one error type for every malformed parity input, shared with the parity core
-    from console.core.parity import ParityInputError  # type: ignore[attr-defined]
-except ImportError:  # the parity core may not define it; then it lives here
-    class ParityInputError(ValueError):
-        """A logits file (or other parity input) that cannot be trusted as data."""
+# one error type for every malformed parity input, shared with the parity core
+from console.core.parity import ParityInputError
 
 
 RESULT_PREFIX = b"BENCH_RESULT "

@@ -52,9 +52,9 @@ def test_wrong_compiler_pin_is_refused(hostile):
     assert "expected 'gcc 1.0'" in e.value.message
 
 
-def test_honest_run_and_rusage_peak(hostile, tmp_path):
+def test_honest_run_parses_and_its_cpu_time_is_measured(hostile, tmp_path):
     res = _run(hostile, tmp_path, 1)
-    assert res.exit_code == 0 and res.peak_mem_bytes and res.peak_mem_bytes > 0
+    assert res.exit_code == 0 and res.cpu_s is not None and res.cpu_s >= 0
     assert protocol.parse_bench_output(res.stdout, metric="decode_tok_s", tokens=10, depth=1, context="doc").ok
 
 

@@ -487,3 +487,13 @@ def test_real_proc_rep_counts_own_cpu():
     mx = s["host"]["metrics"]
     assert mx["mem_available_bytes"]["min"] > 0 and mx["load1"]["min"] >= 0
     assert mx["procs_running"]["max"] >= 1
+
+
+def test_flat_metrics_and_gpu_list():
+    fake, tel = nvml(FakeGPU(uuid="GPU-0", name="A"), FakeGPU(uuid="GPU-1", name="B", sm_clock=1500))
+    assert tel.gpus() == [{"index": 0, "uuid": "GPU-0", "name": "A"}, {"index": 1, "uuid": "GPU-1", "name": "B"}]
+    s = run_manual(tel, fake, 2)
+    assert s["metrics"]["sm_clock_mhz"]["median"] == 1980.0
+    assert s["metrics"]["gpu1_sm_clock_mhz"]["median"] == 1500.0
+    assert "load1" in s["metrics"]
+    assert HostTelemetry().gpus() == []

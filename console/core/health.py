@@ -134,6 +134,10 @@ class RetryBudget:
     used: int = 0
     suspects: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)   # (rep label, reasons)
 
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ValueError("retries must be >= 0")
+
     @classmethod
     def from_rules(cls, rules: HealthRules) -> "RetryBudget":
         return cls(retries=rules.retries)
@@ -141,6 +145,13 @@ class RetryBudget:
     @property
     def left(self) -> int:
         return max(0, self.retries - self.used)
+
+    def take(self) -> bool:
+        """Spend one retry if any is left (for callers that keep their own diagnosis)."""
+        if self.used < self.retries:
+            self.used += 1
+            return True
+        return False
 
     def decide(self, reasons: list[str] | tuple[str, ...], label: str = "") -> Decision:
         if not reasons:

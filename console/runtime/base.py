@@ -43,6 +43,7 @@ class RunResult:
     peak_mem_bytes: int | None = None
     out_bytes: int = 0
     killed_reason: str | None = None    # "timeout" | "output limit" | "aborted"
+    cpu_s: float | None = None          # the engine's CPU time, measured from outside
     extra: dict = field(default_factory=dict)
 
 
@@ -88,10 +89,12 @@ class Watchdog:
     """
 
     def __init__(self, read_peak: Callable[[], int | None], out_dir: Path, out_limit: int,
-                 on_overflow: Callable[[], None], interval_s: float = 0.05):
+                 on_overflow: Callable[[], None], interval_s: float = 0.05,
+                 read_cpu: Callable[[], float | None] = lambda: None):
         self.read_peak, self.out_dir, self.out_limit = read_peak, out_dir, out_limit
-        self.on_overflow, self.interval_s = on_overflow, interval_s
+        self.on_overflow, self.interval_s, self.read_cpu = on_overflow, interval_s, read_cpu
         self.peak: int | None = None
+        self.cpu_s: float | None = None     # the job's CPU seconds at the last poll
         self.overflowed = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -104,6 +107,9 @@ class Watchdog:
         v = self.read_peak()
         if v is not None:
             self.peak = v if self.peak is None else max(self.peak, v)
+        c = self.read_cpu()
+        if c is not None:
+            self.cpu_s = c
 
     def _loop(self) -> None:
         tick = 0

@@ -72,6 +72,33 @@ def _cgroup_peak_reader(container_id: str):
     return read
 
 
+def _cgroup_cpu_reader(container_id: str):
+    """The container's CPU seconds so far (cgroup v1 cpuacct, or v2 cpu.stat)."""
+    v1 = [f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage",
+          f"/sys/fs/cgroup/cpu,cpuacct/docker/{container_id}/cpuacct.usage",
+          f"/sys/fs/cgroup/cpuacct/system.slice/docker-{container_id}.scope/cpuacct.usage"]
+    v2 = [f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat",
+          f"/sys/fs/cgroup/docker/{container_id}/cpu.stat"]
+
+    def read() -> float | None:
+        for p in v1:
+            try:
+                with open(p) as f:
+                    return int(f.read().strip()) / 1e9
+            except (OSError, ValueError):
+                continue
+        for p in v2:
+            try:
+                with open(p) as f:
+                    for line in f:
+                        if line.startswith("usage_usec "):
+                            return int(line.split()[1]) / 1e6
+            except (OSError, ValueError):
+                continue
+        return None
+    return read
+
+
 class DockerRuntime:
     kind = "docker"
     isolation = ["no network", "read-only root filesystem", "source mounted read-only",
@@ -228,7 +255,7 @@ class DockerRuntime:
                 pass
 
         dog = Watchdog(_cgroup_peak_reader(container.id), out_dir, run.output_limit_mb << 20,
-                       lambda: kill("output limit"))
+                       lambda: kill("output limit"), read_cpu=_cgroup_cpu_reader(container.id))
         exit_code = None
         try:
             if self._aborted.is_set():
@@ -272,7 +299,8 @@ class DockerRuntime:
         from .base import dir_bytes
         return RunResult(exit_code=None if killed else exit_code, wall_s=wall, stdout=stdout, stderr=stderr,
                          timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
-                         out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None)
+                         out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None,
+                         cpu_s=dog.cpu_s)
 
 
 def _build_context(src_dir: Path) -> io.BytesIO:

@@ -121,7 +121,7 @@ class LocalRuntime:
             with self._lock:
                 self._proc = proc
             killed: list[str] = []
-            dog = Watchdog(lambda: None, out_dir, run.output_limit_mb << 20,
+            dog = Watchdog(lambda: _vm_hwm(proc.pid), out_dir, run.output_limit_mb << 20,
                            lambda: (killed.append("output limit"), _kill_group(proc))).start()
             status, rusage = 0, None
             while True:
@@ -144,11 +144,14 @@ class LocalRuntime:
             so.seek(0)
             se.seek(0)
             stdout, stderr = so.read(8 << 20), se.read(1 << 20)
-        peak = rusage.ru_maxrss * 1024 if rusage is not None else None
+        # Not rusage's ru_maxrss: Linux carries the forking parent's peak across exec, so a
+        # child of this Python process would report at least the console's own size.
+        peak = dog.peak
+        cpu = rusage.ru_utime + rusage.ru_stime if rusage is not None else None
         return RunResult(exit_code=None if killed else proc.returncode, wall_s=wall, stdout=stdout,
                          stderr=stderr, timed_out=bool(killed and killed[0] == "timeout"),
                          peak_mem_bytes=peak, out_bytes=dir_bytes(out_dir),
-                         killed_reason=killed[0] if killed else None)
+                         killed_reason=killed[0] if killed else None, cpu_s=cpu)
 
 
 def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None) -> str:
@@ -176,6 +179,18 @@ def _replace_root(text: str, old: str, new: str) -> str:
         boundary_after = end == len(text) or text[end] in "/ '\""
         out.append(text[i:j] + (new if boundary_before and boundary_after else old))
         i = end
+
+
+def _vm_hwm(pid: int) -> int | None:
+    """The process's resident high-water mark, reset at exec (so it is the engine's own)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def tree_digest(path: Path) -> str:

@@ -15,6 +15,8 @@ Preflight::
 Rep summary::
 
     {"source": "nvml" | "host", "samples": int, "duration_s": float,
+     "metrics": {name: {"min", "median", "max"}},   # flat view for display: host figures, then
+                                                    # the first GPU's busy figures, others as gpuN_name
      "host": {"metrics": {name: {"min", "median", "max"}}, "cpu": {...}, "engine_cpus": float | None},
      "gpus": [{"index", "uuid", "samples", "busy_samples", "metrics": {...},
                "throttle": {reason: share}, "energy_j": float | None}],
@@ -70,6 +72,10 @@ class Telemetry(abc.ABC):
     @abc.abstractmethod
     def preflight(self) -> dict[str, Any]:
         """Facts about the node and findings that refuse, warn or inform."""
+
+    def gpus(self) -> list[dict[str, Any]]:
+        """The GPUs this telemetry watches: [{"index", "uuid", "name"}]; none on a host."""
+        return []
 
     @abc.abstractmethod
     def monitor(self, interval_s: float = 0.25, **kwargs: Any) -> "RepMonitor":

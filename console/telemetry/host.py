@@ -341,5 +341,5 @@ class HostMonitor(RepMonitor):
             cpu.update(cores=cores, busy_cores=round(busy, 3), own_cores=round(own, 3),
                        other_cores=round(max(0.0, busy - own), 3), own_basis=basis)
         host = {"metrics": metric_stats(samples, HOST_METRICS), "cpu": cpu, "engine_cpus": self.engine_cpus}
-        return {"source": "host", "host": host, "gpus": [], "throttle": {}, "energy_j": None,
+        return {"source": "host", "metrics": dict(host["metrics"]), "host": host, "gpus": [], "throttle": {}, "energy_j": None,
                 "xid": [], "foreign_processes": [], "errors": [], "not_supported": []}

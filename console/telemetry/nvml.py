@@ -216,6 +216,10 @@ class NvmlTelemetry(Telemetry):
         return out
 
     # --- per rep -----------------------------------------------------------
+    def gpus(self) -> list[dict[str, Any]]:
+        return [{"index": i, "uuid": u, "name": _s(self.q(h, "name", self.fn("nvmlDeviceGetName"), h))}
+                for i, h, u in zip(self.indices, self.handles, self.uuids)]
+
     def monitor(self, interval_s: float = 0.25, *, start: bool = True,
                 own_pids: Callable[[], Iterable[int]] | Iterable[int] | None = None,
                 own_cpu_s: Callable[[], float] | None = None, engine_cpus: float | None = None,
@@ -446,7 +450,10 @@ class NvmlMonitor(RepMonitor):
                          "metrics": metric_stats(busy, GPU_METRICS),
                          "all_metrics": metric_stats(rows, GPU_METRICS),
                          "throttle": throttle, "energy_j": energy})
-        return {"source": "nvml", "host": host["host"], "gpus": gpus, "throttle": top_throttle,
+        flat = dict(host["metrics"])
+        for pos, g in enumerate(gpus):
+            flat.update({(k if pos == 0 else f"gpu{g['index']}_{k}"): v for k, v in g["metrics"].items()})
+        return {"source": "nvml", "metrics": flat, "host": host["host"], "gpus": gpus, "throttle": top_throttle,
                 "energy_j": None if energy_total is None else round(energy_total, 3),
                 "xid": list(self.xid), "foreign_processes": list(self.foreign.values()),
                 "errors": self.nerrs + host["errors"], "not_supported": sorted(set(self.ns))}
