@@ -260,6 +260,8 @@ class Round:
 
         receipt["ended_at"] = utc_now()
         receipt["summary"] = summarize(receipt["reps"])
+        if cfg.kind == "noise":
+            receipt["noise"] = noise_figures(receipt["reps"], p)
         decide = gate.decide_noise if cfg.kind == "noise" else gate.decide
         verdict = decide(receipt, p.gate)
         receipt["verdict"] = verdict.to_dict()
@@ -593,6 +595,14 @@ def summarize(reps: list[dict]) -> dict:
         else:
             out[b] = {"n": 0, "median": None, "min": None, "max": None, "spread": None}
     return out
+
+
+def noise_figures(reps: list[dict], p: Profile) -> dict:
+    """The node's noise from one build against itself: what the lock stores per node."""
+    def values(build: str) -> list[float]:
+        ok = [r for r in reps if r["build"] == build and r["phase"] == "timed" and r["status"] == "ok"]
+        return [r["value"] for r in sorted(ok, key=lambda r: (r["position"], r["attempt"]))]
+    return stats.noise_report(values("main"), values("candidate"), p.gate.significance, p.gate.confidence)
 
 
 def check_pins(p: Profile) -> None:

@@ -1,0 +1,146 @@
+"""Every demo candidate through a real round on the real daemon: outcome and reasons.
+
+These are the adversaries of the gate: a genuine speedup, noise, a deep-context
+bug, a broken fast path, an inflated rate, a faked seek and a candidate that edits
+the measuring apparatus. Each must end exactly as the gate's rules say.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from console import events as ev
+from console import sources, store
+from console.cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, main as cli_main
+from console.profile import load_profile
+from console.round import Round, RoundConfig
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def run_demo(candidate: str, out: Path, reps: int = 3, runtime: str = "docker"):
+    from console import lockfile
+    profile = load_profile(DEMO_PROFILE)
+    lock = lockfile.ensure(out / "reference.lock", profile)
+    cfg = RoundConfig(profile=profile, main=sources.parse_spec(str(DEMO_MAIN)),
+                      candidate=("patch", str(DEMO_CANDIDATES / f"{candidate}.patch")),
+                      out_dir=out, runtime=runtime, reps=reps, lock_path=lock)
+    rnd = Round(cfg)
+    events = list(rnd.events())
+    return rnd, events
+
+
+def verdict_of(events) -> dict:
+    v = [e for e in events if isinstance(e, ev.VerdictReady)]
+    assert v, [e.to_dict() for e in events if isinstance(e, ev.Notice)]
+    return v[-1].verdict
+
+
+def codes(v: dict) -> set[str]:
+    return {r["code"] for r in v["reasons"]}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, base_image):
+    """Four rounds sealed into one results directory (a ledger to re-score)."""
+    out = tmp_path_factory.mktemp("ledger")
+    return out, {c: run_demo(c, out, reps=5 if c == "fast" else 3) for c in ("fast", "noise", "inflate", "fake-seek")}
+
+
+def test_fast_is_accepted_with_a_tier_and_a_faster_median(shared):
+    out, rounds = shared
+    rnd, events = rounds["fast"]
+    v = verdict_of(events)
+    assert v["outcome"] == "accepted" and v["tier"] in ("s", "m", "l", "xl"), v
+    r = rnd.receipt
+    assert r["summary"]["candidate"]["median"] > r["summary"]["main"]["median"]
+    timed = [x for x in r["reps"] if x["phase"] == "timed"]
+    assert len([x for x in timed if x["build"] == "main"]) >= 5 and len([x for x in timed if x["build"] == "candidate"]) >= 5
+    order = [x["build"] for x in sorted(timed, key=lambda x: x["position"])]
+    assert order[:4] == ["main", "candidate", "candidate", "main"]        # A B B A cancels linear drift
+    for b in ("main", "candidate"):
+        assert r["builds"][b]["image_id"].startswith("sha256:")
+        assert r["builds"][b]["compiler"] == load_profile(DEMO_PROFILE).image.compiler
+    assert r["builds"]["main"]["image_id"] != r["builds"]["candidate"]["image_id"]
+    assert all(x["peak_mem_bytes"] for x in timed)                        # measured from the cgroup
+    assert v["speed"]["gain"] > 0 and v["speed"]["interval"][0] > 0
+
+
+def test_verdict_rederived_from_the_receipt_file_agrees(shared, capsys):
+    out, rounds = shared
+    rnd, events = rounds["fast"]
+    code = cli_main(["verdict", str(rnd.receipt_path), "--json"])
+    again = json.loads(capsys.readouterr().out)
+    assert (again["outcome"], again["tier"]) == (verdict_of(events)["outcome"], verdict_of(events)["tier"])
+    assert code == 0
+
+
+def test_noise_is_none(shared):
+    v = verdict_of(shared[1]["noise"][1])
+    assert v["outcome"] == "none" and v["tier"] is None, v
+    assert codes(v) & {"below-significance", "interval-includes-zero"}
+
+
+def test_inflate_is_refused_by_the_wall_clock_differential(shared):
+    v = verdict_of(shared[1]["inflate"][1])
+    assert v["outcome"] == "rejected" and "claim-differential" in codes(v), v
+    assert v["tier"] is None
+
+
+def test_fake_seek_is_refused_by_peak_memory(shared):
+    v = verdict_of(shared[1]["fake-seek"][1])
+    assert v["outcome"] == "rejected" and "claim-seek-memory" in codes(v), v
+
+
+def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_path, capsys):
+    out, _ = shared
+    assert [p for p in store.verify_dir(out) if p.fatal] == []
+    entries, _ = store.read_ledger(out)
+    assert len(entries) == 4
+    # the same rules with every band far out of reach: the accepted tier must change
+    text = DEMO_PROFILE.read_text().replace("bands = { s = 0.035, m = 0.06, l = 0.10, xl = 0.18 }",
+                                            "bands = { s = 5.0, m = 6.0, l = 7.0, xl = 8.0 }")
+    prof = DEMO_PROFILE.parent / "zz-rescore-test.toml"
+    prof.write_text(text)
+    try:
+        before = sorted(p.name for p in (out / "receipts").iterdir())
+        assert cli_main(["ledger", "rescore", str(out), "--profile", str(prof)]) == 0
+        printed = capsys.readouterr().out
+        assert "<- changed" in printed and "accepted xs" in printed
+        assert sorted(p.name for p in (out / "receipts").iterdir()) == before     # sealed files untouched
+        assert [p for p in store.verify_dir(out) if p.fatal] == []
+    finally:
+        prof.unlink()
+
+
+@pytest.mark.parametrize("candidate", ["corrupt-deep", "fast-path-broken"])
+def test_wrong_output_is_rejected_before_any_speed_credit(candidate, tmp_path, base_image):
+    rnd, events = run_demo(candidate, tmp_path / candidate)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and v["tier"] is None and v["speed"].get("suppressed"), v
+    assert not [x for x in rnd.receipt["reps"] if x["phase"] == "timed"]    # no timed rep was even run
+    if candidate == "corrupt-deep":
+        failing = {r["depth"] for r in v["reasons"] if r["code"].startswith("parity")}
+        assert failing == {1024, 2048, 4096}, v["reasons"]
+    else:
+        assert "scored-path-kl" in codes(v) and not any(r["code"].startswith("parity") for r in v["reasons"])
+
+
+def test_touching_the_apparatus_is_refused_before_building(tmp_path, base_image):
+    rnd, events = run_demo("touch-apparatus", tmp_path / "ta")
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and "apparatus-touched" in codes(v)
+    assert "src/bench.c" in v["reasons"][0]["message"]
+    assert not any(isinstance(e, ev.BuildStarted) for e in events)
+    assert rnd.exit_code == 1
+
+
+def test_local_runtime_round_says_which_runtime_ran_it(tmp_path):
+    rnd, events = run_demo("fast", tmp_path / "local", runtime="local")
+    v = verdict_of(events)
+    assert rnd.receipt["runtime"]["kind"] == "local" and rnd.receipt["runtime"]["lacks"]
+    assert v["outcome"] == "accepted", v
+    assert rnd.receipt["builds"]["main"]["image_id"].startswith("local:")
