@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which demo candidate (a patch in images/demo-candidates/; default fast)")
     round_opts(p)
 
+    p = sub.add_parser("tui", help="open the live console idle on a profile; press s to start a round")
+    p.add_argument("--profile", type=Path, default=DEMO_PROFILE)
+    p.add_argument("--main", help="main's source (default: the profile's engine.source)")
+    p.add_argument("--candidate", help="candidate's source (default for the demo profile: the fast patch)")
+    round_opts(p)
+
     p = sub.add_parser("noise", help="measure this node's noise: one build against itself, interleaved")
     p.add_argument("--profile", required=True, type=Path)
     p.add_argument("--build", help="the build's source (default: the profile's engine.source)")

@@ -92,6 +92,23 @@ def cmd_demo(args) -> int:
     return drive(_round(profile, sources.parse_spec(str(DEMO_MAIN)), cand, args), args)
 
 
+def cmd_tui(args) -> int:
+    from .tui.app import run_tui
+    _check_reps(args)
+    profile = load_profile(args.profile)
+    main = sources.parse_spec(args.main) if args.main else profile.source
+    if args.candidate:
+        cand = sources.parse_spec(args.candidate)
+    elif Path(profile.path) == DEMO_PROFILE.resolve():
+        cand = ("patch", str(DEMO_CANDIDATES / "fast.patch"))
+    else:
+        raise UsageError("--candidate is needed for this profile", "Give a directory, REPO@REF or FILE.patch.")
+    if args.runtime == "docker" and Path(profile.path) == DEMO_PROFILE.resolve():
+        _ensure_base(profile)
+    # A factory: the app opens idle, and each press of s starts a fresh round.
+    return run_tui(lambda: _round(profile, main, cand, args), autostart=False)
+
+
 def cmd_noise(args) -> int:
     _check_reps(args)
     profile = load_profile(args.profile)

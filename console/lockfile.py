@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import store
 from .core import lock as L
+from .errors import UsageError
 from .profile import Profile
 
 
@@ -24,6 +25,12 @@ def ensure(path: Path, profile: Profile, template: Path | None = None) -> Path:
 def pins_for(path: Path, profile: Profile) -> dict:
     """The pins a round is judged against (0 = not measured)."""
     model = L.model(store.read_lock(path))
+    for key, pinned in (("document_sha256", profile.parity.document_sha256),
+                        ("reference_sha256", profile.parity.reference_sha256)):
+        locked = (model.get("parity") or {}).get(key)
+        if locked and locked != pinned:
+            raise UsageError(f"{path}: key 'parity.{key}': the lock pins {locked}, the profile {pinned}",
+                             "A reference moved: recapture it deliberately and update both, or restore the pinned one.")
     guards = L.guard_slots(profile)
     noise = (model.get("noise") or {}).get(profile.node) or {}
     spread = noise.get("spread")

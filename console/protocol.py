@@ -13,6 +13,7 @@ returns refusals (plain sentences for the receipt), the logits readers raise
 """
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -381,7 +382,6 @@ def _npy_header(name: str, head: bytes) -> tuple[np.dtype, tuple[int, ...], bool
         raise ParityInputError(f"{name}: truncated .npy header")
     try:
         text = raw.decode("latin1" if major < 3 else "utf-8")
-        import ast
         d = ast.literal_eval(text)
     except Exception as e:   # hostile header text: any parse failure is a refusal
         raise ParityInputError(f"{name}: unreadable .npy header ({type(e).__name__})") from None

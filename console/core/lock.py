@@ -344,7 +344,7 @@ def new_lock_text(profile: Any) -> str:
     p = _profile_view(profile)
     doc = tomlkit.document()
     doc.add(tomlkit.comment("Pins a round is judged against. 0 = not measured (always legal)."))
-    doc.add(tomlkit.comment("Every non-zero value is written by `console lock update` from a sealed receipt;"))
+    doc.add(tomlkit.comment("Every non-zero value is raised by a round from the receipt it sealed;"))
     doc.add(tomlkit.comment("`console lock verify` recomputes it from that receipt. Comments survive rewrites."))
     ref = tomlkit.table()
     r = p.get("reference", {})

@@ -76,12 +76,18 @@ class ConsoleApp(App[int]):
         self.dashboard = DashboardScreen(clock)
 
     # --- lifecycle -------------------------------------------------------
-    def on_mount(self) -> None:
-        self.push_screen(self.dashboard)
+    async def on_mount(self) -> None:
+        await self.push_screen(self.dashboard)  # mounted before any event is applied
         if self._autostart:
             self.action_start()
         elif self._factory is not None:
             self.dashboard.note("info", "idle", "press s to start a round")
+
+    def on_unmount(self) -> None:
+        # The stream's thread must end for the process to exit: stop the round.
+        if self.running and self._source is not None and not self.aborting:
+            self.aborting = True
+            self._source.abort()
 
     def action_start(self) -> None:
         if self.running:
@@ -96,9 +102,8 @@ class ConsoleApp(App[int]):
             source = self._factory()
             if self.dashboard.ended is not None:
                 # A fresh round gets a fresh dashboard.
-                old, self.dashboard = self.dashboard, DashboardScreen(self._clock)
+                self.dashboard = DashboardScreen(self._clock)
                 self.switch_screen(self.dashboard)
-                del old
         self._source = source
         self.running = True
         self.aborting = False
@@ -197,7 +202,9 @@ class ConsoleApp(App[int]):
     def action_quit_console(self) -> None:
         if self.running and self._source is not None:
             # Leaving mid-round still tears the round down.
-            self._source.abort()
+            if not self.aborting:
+                self.aborting = True
+                self._source.abort()
             self.exit(EXIT_QUIT_DURING_ROUND, return_code=EXIT_QUIT_DURING_ROUND)
             return
         ended = self.dashboard.ended

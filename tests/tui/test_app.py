@@ -36,7 +36,7 @@ async def test_depth_rows_fill_in(recorded):
         assert _cell(table, "4096", "c_top1") == "…"
         first_cand = index_of(recorded, lambda e: isinstance(e, ev.DepthGraded)
                               and e.build == "candidate")
-        await feed(pilot, source, first_cand)
+        await feed(pilot, source, first_cand - 1)
         assert _cell(table, "4096", "m_top1") == "0.996"
         assert _cell(table, "4096", "m_kl") == "8.8e-06"
         assert _cell(table, "4", "c_top1") == "…"
@@ -50,8 +50,12 @@ async def test_depth_rows_fill_in(recorded):
         assert _cell(table, "4", "grade") == "unchk/unchk"
         assert _cell(table, "4096", "depth") == "4096 ◀"  # worst depth marked
         assert _cell(table, "2048", "depth") == "2048"
+        notes = app.dashboard.parity.notes_plain
+        assert "main ok, worst 4096 · candidate ok, worst 4096" in notes
+        assert "@4 m,c: reference near-uniform" in notes
+        assert "scored @4096 ✔ m 1.000 9.1e-06 ✔ c 0.998 2.2e-05" in notes
         text = screen_text(app)
-        assert "scored path" in text and "bar top-1 ≥ 0.990" in text
+        assert "scored @4096" in text and "bar top-1 ≥ 0.990" in text
 
 
 async def test_reps_appear_with_running_summary(recorded):
@@ -123,7 +127,7 @@ async def test_rejected_verdict_shows_each_reason(recorded):
         table = app.dashboard.parity.table
         assert _cell(table, "2048", "grade") == "pass/fail"
         assert _cell(table, "2048", "depth") == "2048 ◀"
-        assert "parity FAILED" in screen_text(app)
+        assert "candidate parity FAILED, worst 2048" in app.dashboard.parity.notes_plain
         await pilot.press("q")
     assert app.return_code == 1  # the round's own exit code
 
@@ -134,7 +138,7 @@ async def test_abort_key_calls_source_abort(recorded):
         await feed(pilot, source, 40)
         await pilot.press("a")
         assert source.abort_calls == 1
-        assert app.dashboard.header.status == "aborting…"
+        assert ("warn", "abort") in [e[:2] for e in app.dashboard.notices.entries]
         await pilot.press("a")  # a second press does not abort twice
         assert source.abort_calls == 1
         # the source ends its stream with RoundEnded(incomplete)
@@ -248,4 +252,6 @@ async def test_stream_error_is_reported():
             await pilot.pause(0.05)
         await pilot.pause()
         assert app.dashboard.header.status == "stream error"
-        assert "docker daemon went away" in screen_text(app)
+        entries = app.dashboard.notices.entries
+        assert ("error", "stream-error", "RuntimeError: docker daemon went away") in entries
+        assert "daemon went away" in screen_text(app)

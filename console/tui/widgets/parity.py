@@ -57,6 +57,7 @@ class ParityPanel(Vertical):
         self.parity_ok: dict[str, bool] = {}
         self.errors: dict[str, str] = {}
         self.scored: dict[str, dict[str, Any]] = {}
+        self.notes_plain = ""
 
     def compose(self) -> ComposeResult:
         table: DataTable = DataTable(cursor_type="row", zebra_stripes=False, id="parity-table")
@@ -131,33 +132,43 @@ class ParityPanel(Vertical):
         self._redraw_notes()
 
     def _redraw_notes(self) -> None:
+        # Three short lines at most, so the notes fit under the table at 40 rows.
         t = Text()
+        parts = []
         for build in ("main", "candidate"):
             if build in self.parity_ok:
                 ok = self.parity_ok[build]
-                t.append(f"{build}: ", style="bold")
-                t.append("parity ok" if ok else "parity FAILED",
-                         style="green" if ok else "bold red")
+                part = Text(f"{build} ")
+                part.append("ok" if ok else "parity FAILED", style="green" if ok else "bold red")
                 if self.worst.get(build) is not None:
-                    t.append(f", worst depth {self.worst[build]}")
+                    part.append(f", worst {self.worst[build]}")
                 if build in self.errors:
-                    t.append(f" — {self.errors[build]}", style="red")
-                t.append("\n")
+                    part.append(f" ({self.errors[build]})", style="red")
+                parts.append(part)
+        if parts:
+            t.append_text(Text(" · ").join(parts))
+            t.append("\n")
         for depth, row in sorted(self.rows.items()):
+            # One line per depth and reason, naming the builds it applies to.
+            by_reason: dict[str, list[str]] = {}
+            style = ""
             for build in ("main", "candidate"):
-                if row.get(build) in ("fail", "uncheckable") and row.get(f"{build}_reasons"):
-                    t.append(f"{build[0]}@{depth}: " + "; ".join(row[f"{build}_reasons"]) + "\n",
-                             style=_STATUS_STYLE.get(row[build], ""))
+                if row.get(build) in ("fail", "uncheckable"):
+                    style = _STATUS_STYLE[row[build]] if row[build] == "fail" or not style \
+                        else style
+                    for reason in row.get(f"{build}_reasons") or [row[build]]:
+                        by_reason.setdefault(reason, []).append(build[0])
+            for reason, builds in by_reason.items():
+                t.append(f"@{depth} {','.join(builds)}: {reason}\n", style=style)
         if self.scored:
-            t.append("scored path: ")
-            parts = []
+            depths = {str(info.get("depth")) for info in self.scored.values()}
+            t.append(f"scored @{'/'.join(sorted(depths))}")
             for build, info in self.scored.items():
-                mark = "✔" if info.get("ok") else "✘"
-                desc = f"{mark} {build} @{info.get('depth')} top-1 {fmt_top1(info.get('top1'))}" \
-                       f" KL {fmt_kl(info.get('kl'))}"
+                ok = bool(info.get("ok"))
+                t.append(" ✔ " if ok else " ✘ ", style="green" if ok else "bold red")
+                t.append(f"{build[0]} {fmt_top1(info.get('top1'))} {fmt_kl(info.get('kl'))}")
                 if info.get("error"):
-                    desc += f" ({info['error']})"
-                parts.append(desc)
-            t.append(" · ".join(parts))
+                    t.append(f" ({info['error']})", style="red")
         t.rstrip()
+        self.notes_plain = t.plain
         self.query_one(".parity-notes", Static).update(t)

@@ -1,0 +1,135 @@
+"""Replay: journals (torn tails included) and sealed receipts, paced or flat out."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from console import events as ev
+from console.replay import ListSource, ReplaySource, events_from_receipt
+from console.tui.app import ConsoleApp
+
+from .conftest import RECORDED, SIZE, frozen_clock
+
+
+def test_journal_replays_every_line():
+    events = list(ReplaySource(RECORDED, speed=0).events())
+    lines = RECORDED.read_text().splitlines()
+    assert len(events) == len(lines)
+    assert [e.to_dict() for e in events] == [json.loads(line) for line in lines]
+
+
+def test_torn_last_line_is_dropped_with_a_notice(tmp_path: Path):
+    lines = RECORDED.read_text().splitlines()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("\n".join(lines[:20]) + "\n" + lines[20][: len(lines[20]) // 2])
+    events = list(ReplaySource(torn, speed=0).events())
+    assert len(events) == 21
+    assert isinstance(events[-1], ev.Notice) and events[-1].code == "journal-torn"
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path: Path):
+    lines = RECORDED.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines[:5] + ["{not json"] + lines[5:10]) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl:6"):
+        list(ReplaySource(bad, speed=0).events())
+
+
+def test_unknown_event_kind_is_skipped(tmp_path: Path):
+    lines = RECORDED.read_text().splitlines()
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text("\n".join(lines[:3] + ['{"kind": "from_the_future", "at": 1}']) + "\n")
+    events = list(ReplaySource(newer, speed=0).events())
+    assert len(events) == 4 and events[-1].code == "journal-unknown-event"
+
+
+def test_pacing_caps_gaps_and_speed_scales():
+    events = [ev.PhaseStarted(phase=p, at=t) for p, t in
+              (("build", 0.0), ("parity", 100.0), ("reps", 100.2))]
+    t0 = time.monotonic()
+    list(ListSource(events, speed=1.0, max_gap=0.3).events())
+    paced = time.monotonic() - t0
+    assert 0.45 <= paced < 1.5  # 100 s capped to 0.3 s, then the real 0.2 s
+    t0 = time.monotonic()
+    list(ListSource(events, speed=4.0, max_gap=0.3).events())
+    assert time.monotonic() - t0 < paced / 2
+
+
+def test_abort_ends_a_replay_incomplete():
+    events = [ev.PhaseStarted(phase="build", at=float(i)) for i in range(100)]
+    source = ListSource(events, speed=1.0, max_gap=10.0)
+    it = source.events()
+    first = next(it)
+    source.abort()
+    rest = list(it)
+    assert first.phase == "build"
+    assert len(rest) == 1 and isinstance(rest[0], ev.RoundEnded)
+    assert rest[0].status == "incomplete"
+
+
+def make_receipt(recorded: list[ev.Event]) -> dict:
+    """A receipt shaped as docs/RECEIPT.md says, filled from the recorded round."""
+    started = next(e for e in recorded if isinstance(e, ev.RoundStarted))
+    builds = {e.build: e for e in recorded if isinstance(e, ev.BuildDone)}
+    depths = {b: [] for b in ("main", "candidate")}
+    for e in recorded:
+        if isinstance(e, ev.DepthGraded):
+            depths[e.build].append({"depth": e.depth, "top1": e.top1, "kl": e.kl,
+                                    "ref_entropy": e.ref_entropy, "max_entropy": 7.62})
+    return {
+        "schema": "bench-console/receipt/1", "kind": "round", "round_id": started.round_id,
+        "started_at": "2026-12-02T16:30:00Z", "ended_at": "2026-12-02T16:32:00Z",
+        "status": "complete",
+        "profile": {"name": "demo", "sha256": started.profile_sha256,
+                    "parity": {"top1_min": 0.99, "kl_max": 1e-3}},
+        "runtime": {"kind": "docker"}, "host": started.host,
+        "builds": {b: {"source": {}, "image_id": e.image_id, "base_image_id": e.base_image_id,
+                       "compiler": e.compiler, "build_s": e.seconds} for b, e in builds.items()},
+        "parity": {"main": {"error": None, "depths": depths["main"]},
+                   "candidate": {"error": None, "depths": depths["candidate"]},
+                   "scored_path": {"main": {"depth": 4096, "top1": 1.0, "kl": 9e-6,
+                                            "error": None}}},
+        "reps": [e.rep for e in recorded if isinstance(e, ev.RepDone)],
+        "verdict": next(e for e in recorded if isinstance(e, ev.VerdictReady)).verdict,
+    }
+
+
+def test_receipt_synthesizes_the_round(recorded, tmp_path: Path):
+    receipt = make_receipt(recorded)
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    events = list(ReplaySource(path, speed=0).events())
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "round_started" and kinds[-2:] == ["verdict", "round_ended"]
+    assert kinds.count("build_done") == 2
+    assert kinds.count("depth_graded") == 14
+    assert kinds.count("rep_done") == len(receipt["reps"]) == 18
+    assert [e.rep for e in events if isinstance(e, ev.RepDone)] == receipt["reps"]
+    assert events[-2].verdict == receipt["verdict"]
+    assert events[-1].receipt_path == str(path)
+    ats = [e.at for e in events]
+    assert ats == sorted(ats)
+    assert {e.status for e in events if isinstance(e, ev.DepthGraded)} == {"recorded"}
+
+
+async def test_receipt_replays_through_the_app(recorded, tmp_path: Path):
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(make_receipt(recorded)))
+    app = ConsoleApp(ReplaySource(path, speed=0), clock=frozen_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(200):
+            if app.dashboard.ended is not None:
+                break
+            await pilot.pause(0.05)
+        assert app.dashboard.verdict.label == "TIER M"
+        assert app.dashboard.reps.row_count == 18
+        await pilot.press("r")
+        assert type(app.screen).__name__ == "ReceiptScreen"
+
+
+def test_receipt_without_optional_parts():
+    events = list(events_from_receipt({"round_id": "x", "reps": [{"build": "main"}]}))
+    assert [e.kind for e in events][-2:] == ["verdict", "round_ended"]
