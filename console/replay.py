@@ -125,17 +125,42 @@ def _epoch(iso: Any, default: float = 0.0) -> float:
         return default
 
 
+def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
+    """Depth statuses, worst depths and the verdict, recomputed by the core."""
+    from .core import gate, parity
+    from .profile import rules_from_dict
+    try:
+        rules = rules_from_dict((receipt.get("profile") or {})["rules"])
+        decide = gate.decide_noise if receipt.get("kind") == "noise" else gate.decide
+        verdict = decide(receipt, rules).to_dict()
+        par = receipt.get("parity") or {}
+        figs = {b: [parity.DepthFigures.from_dict(d) for d in (par.get(b) or {}).get("depths") or []]
+                for b in ("main", "candidate")}
+    except (KeyError, TypeError, ValueError):
+        return None     # not a receipt this version can judge: show it as recorded
+    main_at = {f.depth: f for f in figs["main"]}
+    depths, worst = {}, {}
+    for b, fs in figs.items():
+        for f in fs:
+            st = parity.depth_status(f, main_at.get(f.depth) if b == "candidate" else None, rules)
+            depths[(b, f.depth)] = {"status": st.status, "reasons": [r.get("message", "") for r in st.reasons]}
+        worst[b] = parity.worst_depth(fs, rules) if fs else None
+    return {"verdict": verdict, "depths": depths, "worst": worst}
+
+
 def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Iterator[ev.Event]:
     """The event sequence a sealed receipt implies, stamped along its recorded durations.
 
-    Values are copied as recorded; where the receipt keeps no grade for a depth the
-    status reads "recorded" rather than one this viewer would have to decide.
+    Values are copied as recorded. Grades and the verdict are not taken as stored:
+    they are re-derived by the core (parity statuses, ``gate.decide``) under the
+    rules the receipt itself records, exactly as `console verdict` does.
     """
+    graded = _regrade(receipt)
     t = _epoch(receipt.get("started_at"))
     profile = receipt.get("profile") or {}
     runtime = receipt.get("runtime") or {}
     parity = receipt.get("parity") or {}
-    verdict = receipt.get("verdict") or {}
+    verdict = graded["verdict"] if graded else (receipt.get("verdict") or {})
     builds = receipt.get("builds") or {}
     depths = sorted({d.get("depth") for b in ("main", "candidate")
                      for d in (parity.get(b) or {}).get("depths") or [] if "depth" in d})
@@ -162,6 +187,8 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
             continue
         for d in p.get("depths") or []:
             t += 0.05
+            if graded:
+                d = {**d, **graded["depths"].get((name, d.get("depth")), {})}
             yield ev.DepthGraded(build=name, depth=int(d.get("depth", 0)),
                                  top1=float(d.get("top1", float("nan"))),
                                  kl=float(d.get("kl", float("nan"))),
@@ -170,7 +197,8 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                  reasons=list(d.get("reasons") or []), at=t)
         statuses = [d.get("status") for d in p.get("depths") or []]
         ok = p.get("ok", p.get("error") is None and "fail" not in statuses)
-        yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=p.get("worst_depth"),
+        worst = graded["worst"].get(name) if graded else p.get("worst_depth")
+        yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst,
                             error=p.get("error"), at=t)
     for name, sp in (parity.get("scored_path") or {}).items():
         if isinstance(sp, dict):
@@ -184,7 +212,9 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                             position=int(rep.get("position") or 0),
                             phase=str(rep.get("phase", "")), at=t)
         if isinstance(rep.get("telemetry"), dict) and rep["telemetry"]:
-            yield ev.TelemetrySample(source="nvml", values=rep["telemetry"],
+            tel = rep["telemetry"]
+            values = {k: v.get("median") for k, v in (tel.get("metrics") or {}).items() if isinstance(v, dict)}
+            yield ev.TelemetrySample(source=str(tel.get("source", "host")), values=values or tel,
                                      build=rep.get("build"), index=rep.get("index"), at=t)
         t += float(rep.get("wall_s") or 0.0)
         yield ev.RepDone(rep=rep, at=t)

@@ -180,6 +180,8 @@ class Round:
         plan = {"round_id": self.round_id, "kind": cfg.kind, "reps": reps, "depth": p.bench.depth,
                 "tokens": p.bench.tokens, "short_tokens": p.bench.short_tokens,
                 "parity_depths": list(p.parity.depths), "runtime": rt.kind,
+                "parity": {"depths": list(p.parity.depths), "top1_min": p.gate.top1_min, "kl_max": p.gate.kl_max,
+                           "scored_path_depth": p.parity.scored_path_depth},
                 "main": _spec_text(cfg.main), "candidate": _spec_text(cfg.candidate),
                 "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at}
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256,
@@ -458,7 +460,11 @@ class Round:
         finally:
             summary = monitor.stop()
         rec = rep_record(item, attempt, res, p)
-        rec["telemetry"] = attribute_engine_cpu(summary, res.cpu_s, p.run.cpus)
+        # Under Docker the engine is outside the console's process tree, so its CPU time
+        # would read as "other processes"; under the local runtime it is a waited-for child
+        # and is already counted as the console's own.
+        rec["telemetry"] = (attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if ctx.rt.kind == "docker"
+                            else summary)
         if rec["status"] == "ok":
             rec["suspect"] = health.classify_rep(summary, ctx.preflight, p.health)
             if rec["suspect"]:

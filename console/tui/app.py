@@ -71,6 +71,8 @@ class ConsoleApp(App[int]):
         self._inbox = Inbox()
         self._last_drain = 0.0
         self._drain_timer: Any = None
+        self._awaiting_refresh = False
+        self._drain_wanted = False
         self.running = False
         self.aborting = False
         self.dashboard = DashboardScreen(clock)
@@ -84,6 +86,7 @@ class ConsoleApp(App[int]):
             self.dashboard.note("info", "idle", "press s to start a round")
 
     def on_unmount(self) -> None:
+        self._inbox.close()
         # The stream's thread must end for the process to exit: stop the round.
         if self.running and self._source is not None and not self.aborting:
             self.aborting = True
@@ -115,8 +118,9 @@ class ConsoleApp(App[int]):
         error: str | None = None
         try:
             for event in source.events():
-                if self._inbox.put(event):
-                    self.post_message(EventsPending())
+                signal = self._inbox.put(event)
+                if signal is not None:
+                    self.post_message(EventsPending(urgent=signal == "full"))
                 if worker.is_cancelled:
                     break
         except Exception as exc:  # the stream broke; say so instead of dying
@@ -124,7 +128,20 @@ class ConsoleApp(App[int]):
         self.post_message(StreamClosed(error))
 
     # --- applying events -------------------------------------------------
-    def on_events_pending(self, _: EventsPending) -> None:
+    def on_events_pending(self, message: EventsPending) -> None:
+        self._request_drain(message.urgent)
+
+    def _request_drain(self, urgent: bool) -> None:
+        if self._awaiting_refresh:
+            # One batch on screen at a time: a flood must not starve the refresh.
+            self._drain_wanted = True
+            return
+        if urgent:
+            # The source is waiting on a full inbox: drain now.
+            if self._drain_timer is not None:
+                self._drain_timer.stop()
+            self._drain()
+            return
         if self._drain_timer is not None:
             return
         wait = self._last_drain + self._refresh_interval - time.monotonic()
@@ -140,9 +157,18 @@ class ConsoleApp(App[int]):
         if not arrivals:
             return
         self.dashboard.apply_batch(a.event for a in arrivals)
-        if self.latency_probe is not None:
-            received = [a.received for a in arrivals]
-            self.dashboard.call_after_refresh(self.latency_probe, received)
+        received = [a.received for a in arrivals]
+        self._awaiting_refresh = True
+
+        def refreshed() -> None:
+            self._awaiting_refresh = False
+            if self.latency_probe is not None:
+                self.latency_probe(received)
+            if self._drain_wanted:
+                self._drain_wanted = False
+                self._request_drain(self._inbox.full)
+
+        self.dashboard.call_after_refresh(refreshed)
 
     def on_stream_closed(self, message: StreamClosed) -> None:
         self._drain()

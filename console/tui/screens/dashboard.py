@@ -18,6 +18,7 @@ from ..widgets.reps import RepPlot, RepSummary, RepTable
 from ..widgets.verdict import VerdictPanel
 
 BUILDS = ("main", "candidate")
+_BUILD_STATE = (ev.BuildStarted, ev.BuildDone, ev.BuildFailed)
 
 
 class DashboardScreen(Screen[None]):
@@ -93,13 +94,10 @@ class DashboardScreen(Screen[None]):
         logs: dict[str, list[str]] = {}
         telemetry: dict[str, ev.TelemetrySample] = {}
 
-        def flush() -> None:
+        def flush_logs() -> None:
             for build, lines in logs.items():
                 self.build_panel(build).add_lines(lines)
-            for sample in telemetry.values():
-                self.header.set_telemetry(sample.source, sample.values)
             logs.clear()
-            telemetry.clear()
 
         with self.app.batch_update():
             for event in batch:
@@ -109,13 +107,19 @@ class DashboardScreen(Screen[None]):
                     self.last_build = event.build
                     continue
                 if isinstance(event, ev.TelemetrySample):
-                    telemetry[event.source] = event
+                    telemetry[event.source] = event  # only the newest is shown
                     continue
-                flush()  # keep order: a build's lines land before its BuildDone
+                if isinstance(event, _BUILD_STATE):
+                    flush_logs()  # a build's lines land before its state changes
                 handler = self._handlers.get(type(event))
                 if handler is not None:
                     handler(event)
-            flush()
+            flush_logs()
+            for sample in telemetry.values():
+                self.header.set_telemetry(sample.source, sample.values, redraw=False)
+            # Derived displays are redrawn once per batch, not once per event.
+            self.header.redraw()
+            self.query_one(RepSummary).redraw()
 
     def note(self, level: str, code: str, message: str, at: float | None = None) -> None:
         self.notices.add(level, code, message, at)

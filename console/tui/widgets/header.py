@@ -99,9 +99,10 @@ class RoundHeader(Static):
         self.status = status
         self.redraw()
 
-    def set_telemetry(self, source: str, values: dict[str, Any]) -> None:
+    def set_telemetry(self, source: str, values: dict[str, Any], redraw: bool = True) -> None:
         self.telemetry[source] = values or {}
-        self.redraw()
+        if redraw:
+            self.redraw()
 
     @property
     def elapsed(self) -> float:

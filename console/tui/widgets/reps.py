@@ -5,6 +5,8 @@ import bisect
 from typing import Any
 
 from rich.text import Text
+from textual import events
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
@@ -28,13 +30,14 @@ class RepTable(DataTable):
         super().__init__(cursor_type="row", id="reps-table", **kw)
         self.records: dict[str, dict[str, Any]] = {}
         self._done: set[str] = set()
+        self._follow_pending = False
 
     def on_mount(self) -> None:
         # Widths fit the right-hand column at 120 cells; flags share the status cell.
         for label, key, width in (("pos", "pos", 3), ("build", "build", 5),
                                   ("phase", "phase", 11), ("#", "idx", 2),
                                   ("value", "value", 6), ("wall", "wall", 5),
-                                  ("status · flags", "status", 15)):
+                                  ("status · flags", "status", 14)):
             self.add_column(label, key=key, width=width)
 
     def _row(self, key: str, build: str, phase: str, index: Any, position: Any) -> None:
@@ -45,7 +48,18 @@ class RepTable(DataTable):
     def _follow(self) -> None:
         # Follow the newest rep unless the user is reading the table.
         if not self.has_focus:
-            self.scroll_end(animate=False, immediate=False)
+            self._follow_pending = True
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        # DataTable sizes new rows on idle; scroll only after that, or the
+        # scroll lands short of the end depending on how events were batched.
+        await DataTable._on_idle(self, event)
+        if self._follow_pending:
+            self._follow_pending = False
+            # The cursor follows too, so `l` opens the newest rep by default.
+            self.move_cursor(row=self.row_count - 1, animate=False, scroll=True)
+        await Widget._on_idle(self, event)
+        event.prevent_default()
 
     def started(self, build: str, phase: str, index: int, position: int) -> None:
         key = rep_key(build, phase, index, position)
@@ -95,8 +109,7 @@ class RepSummary(Static):
         self.values: dict[str, list[float]] = {"main": [], "candidate": []}
 
     def add(self, build: str, value: float) -> None:
-        bisect.insort(self.values.setdefault(build, []), value)
-        self.redraw()
+        bisect.insort(self.values.setdefault(build, []), value)  # redrawn per batch
 
     def median(self, build: str) -> float | None:
         v = self.values.get(build) or []
