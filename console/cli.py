@@ -114,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     x = ksub.add_parser("show", help="print the lock's pins")
     x.add_argument("lock", type=Path)
 
-    sub.add_parser("cleanup", help="remove containers a crashed round left behind")
+    p = sub.add_parser("cleanup", help="remove containers a crashed round left behind")
+    p.add_argument("--images", action="store_true",
+                   help="also remove engine images (receipts keep their IDs; the pinned base stays)")
     return ap
 
 
@@ -135,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; no container is left behind (`console cleanup` removes any that are).", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except Exception as e:  # a bug: say so in one paragraph; BENCH_CONSOLE_DEBUG=1 shows the traceback
+        if os.environ.get("BENCH_CONSOLE_DEBUG"):
+            raise
+        print(f"internal error: {type(e).__name__}: {e}\nThis is a bug in the console, not a finding about "
+              "the engine; rerun with BENCH_CONSOLE_DEBUG=1 for the traceback.", file=sys.stderr)
+        return ExitCode.INFRA
 
 
 def _dispatch(args, ap) -> int:

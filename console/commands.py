@@ -33,7 +33,7 @@ def _interactive(args) -> bool:
 
 def drive(rnd, args) -> int:
     """Run a round under the TUI or the headless reporter; both only render events."""
-    from .report import JsonLinesReporter, LineReporter, write_reports
+    from .report import JsonLinesReporter, LineReporter
 
     if _interactive(args):
         from .tui.app import run_tui
@@ -50,10 +50,11 @@ def drive(rnd, args) -> int:
                 break
             except KeyboardInterrupt:
                 rnd.abort()  # the round tears down its container and ends as incomplete
+                if gen.gi_frame is None:        # a second Ctrl-C ended the stream: wait, bounded
+                    rnd.wait(timeout=60)
+                    return int(ExitCode.INTERRUPTED)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if rnd.receipt is not None:
-        write_reports(rnd.cfg.out_dir, rnd.receipt, rnd.receipt["verdict"])
     return int(rnd.exit_code)
 
 
@@ -120,6 +121,9 @@ def cmd_resume(args) -> int:
     from . import journal
     from .round import Round, RoundConfig, spec_from_plan
     jr = journal.read_journal(args.journal)
+    if jr.damaged_line is not None:
+        raise UsageError(f"{args.journal}: line {jr.damaged_line} is unreadable but is not the last line",
+                         "The journal was damaged after the fact; it cannot be resumed. Run the round again.")
     plan = journal.round_plan(jr.events)
     if plan is None:
         raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
@@ -129,7 +133,7 @@ def cmd_resume(args) -> int:
                          "Start a new round instead.")
     resume = _Resume(plan=plan, events=jr.events, reps=journal.completed_reps(jr.events))
     profile = load_profile(plan["profile_path"])
-    lock = Path(plan["out_dir"]) / "reference.lock"
+    lock = Path(plan.get("lock_path") or Path(plan["out_dir"]) / "reference.lock")
     cfg = RoundConfig(profile=profile, main=spec_from_plan(plan["main"]), candidate=spec_from_plan(plan["candidate"]),
                       out_dir=Path(plan["out_dir"]), runtime=plan["runtime"], kind=plan["kind"],
                       reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume)
@@ -163,7 +167,11 @@ def cmd_verdict(args) -> int:
     from .core import gate
     from .report import LineReporter
     receipt = _read_receipt(args.receipt)
-    rules = load_profile(args.profile).gate if args.profile else rules_from_dict(receipt["profile"]["rules"])
+    try:
+        rules = load_profile(args.profile).gate if args.profile else rules_from_dict(receipt["profile"]["rules"])
+    except (KeyError, TypeError) as e:
+        raise UsageError(f"{args.receipt} carries no rules ({e})",
+                         "Give --profile to judge it under a profile's rules, or check it is a console receipt.") from None
     decide = gate.decide_noise if receipt.get("kind") == "noise" else gate.decide
     v = decide(receipt, rules).to_dict()
     if args.json:
@@ -256,11 +264,15 @@ def cmd_images(args) -> int:
         print(f"{profile.image.base}: {r['image_id']}  compiler '{r['compiler']}'"
               + ("" if r["made"] else " (already present)"))
         return ExitCode.OK
+    seen = {}
     for img in client.images.list(filters={"label": "bench-console.base"}) + \
             client.images.list(filters={"label": "bench-console"}):
+        seen[img.id] = img
+    for img in seen.values():
         tags = ", ".join(img.tags) or "<untagged>"
         labels = img.labels or {}
-        what = "base" if "bench-console.base" in labels else f"engine ({labels.get('bench-console.build', '?')})"
+        # engine images inherit the base's labels; the build label is what makes one an engine
+        what = f"engine ({labels['bench-console.build']})" if "bench-console.build" in labels else "base"
         print(f"{img.id[:19]}  {what:20}  {tags}  {labels.get('bench-console.compiler', '')}")
     return ExitCode.OK
 
@@ -271,14 +283,27 @@ def cmd_reference(args) -> int:
         raise UsageError("say which: `console reference capture --profile P`")
     profile = load_profile(args.profile)
     sha = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile)
-    print(f"reference captured: {profile.parity.reference} sha256 {sha}")
-    if not args.write_profile and sha != profile.parity.reference_sha256:
-        print("the profile still pins the old hash: pass --write-profile, or edit parity.reference_sha256")
+    print(f"reference captured: sha256 {sha}")
+    if sha == profile.parity.reference_sha256:
+        print("identical to the pinned reference")
+    elif not args.write_profile:
+        print("it differs from the pinned reference, which is unchanged; to adopt it, run again with "
+              "--write-profile (replaces the file and the pin together)")
     return ExitCode.OK
 
 
 def cmd_cleanup(args) -> int:
     from .runtime.docker import DockerRuntime
-    n = DockerRuntime().cleanup_leftovers()
+    rt = DockerRuntime()
+    n = rt.cleanup_leftovers(stale_after_s=0)
     print(f"removed {n} container(s) left by the console")
+    if args.images:
+        gone = 0
+        for img in rt.client.images.list(filters={"label": "bench-console.build"}):
+            try:
+                rt.client.images.remove(img.id, force=True)
+                gone += 1
+            except Exception as e:
+                print(f"kept {img.id[:19]}: {e}")
+        print(f"removed {gone} engine image(s)")
     return ExitCode.OK

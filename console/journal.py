@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from console.store import fsync_dir
 
 JOURNAL_DIR = "journal"
-INCOMPLETE = "journal_incomplete"   # marker kind; not a round event, so viewers may ignore it
+INCOMPLETE = "journal_incomplete"   # marker kind for tools that close a journal by hand; viewers may ignore it
 
 
 class JournalDamaged(RuntimeError):

@@ -40,7 +40,9 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
             raise InfraError(f"the reference command exited with {r.returncode}", "Read its output above.")
         arr = protocol.read_logits(out / p.output, depths=len(p.depths), rows=p.rows, vocab=p.vocab,
                                    max_bytes=1 << 31)
-    dest = Path(p.reference)
+    # The pinned file is replaced only when the pin is updated with it; otherwise the
+    # capture lands beside it, so a stray capture cannot break every later round.
+    dest = Path(p.reference) if write_profile else Path(p.reference).with_suffix(".captured.npy")
     tmp_dest = dest.with_suffix(".npy.tmp")
     with open(tmp_dest, "wb") as f:
         np.save(f, arr.astype(np.float32))
@@ -48,6 +50,7 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
         os.fsync(f.fileno())
     os.replace(tmp_dest, dest)
     sha = hashlib.sha256(dest.read_bytes()).hexdigest()
+    log(f"wrote {dest}")
     if write_profile:
         _pin_in_profile(Path(profile.path), sha)
         log(f"pinned parity.reference_sha256 = {sha} in {profile.path}")

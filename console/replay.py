@@ -145,7 +145,11 @@ def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
             st = parity.depth_status(f, main_at.get(f.depth) if b == "candidate" else None, rules)
             depths[(b, f.depth)] = {"status": st.status, "reasons": [r.get("message", "") for r in st.reasons]}
         worst[b] = parity.worst_depth(fs, rules) if fs else None
-    return {"verdict": verdict, "depths": depths, "worst": worst}
+    scored = {b: gate.scored_path_ok(sp, rules) for b, sp in (par.get("scored_path") or {}).items()}
+    parity_ok = {b: (not (par.get(b) or {}).get("error")) and
+                 all(depths[(b, f.depth)]["status"] in ("pass", "uncheckable") for f in fs)
+                 for b, fs in figs.items()}
+    return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}
 
 
 def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Iterator[ev.Event]:
@@ -196,7 +200,7 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                  status=str(d.get("status") or "recorded"),
                                  reasons=list(d.get("reasons") or []), at=t)
         statuses = [d.get("status") for d in p.get("depths") or []]
-        ok = p.get("ok", p.get("error") is None and "fail" not in statuses)
+        ok = graded["parity_ok"].get(name, False) if graded else p.get("ok", p.get("error") is None and "fail" not in statuses)
         worst = graded["worst"].get(name) if graded else p.get("worst_depth")
         yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst,
                             error=p.get("error"), at=t)
@@ -204,7 +208,7 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
         if isinstance(sp, dict):
             yield ev.ScoredPathChecked(build=name, depth=int(sp.get("depth") or 0),
                                        top1=sp.get("top1"), kl=sp.get("kl"),
-                                       ok=bool(sp.get("ok", sp.get("error") is None)),
+                                       ok=bool(graded["scored"].get(name)) if graded else bool(sp.get("ok", False)),
                                        error=sp.get("error"), at=t)
     yield ev.PhaseStarted(phase="reps", at=t)
     for rep in receipt.get("reps") or []:

@@ -193,8 +193,3 @@ def write_reports(out_dir: Path, receipt: dict, verdict: dict) -> list[Path]:
     paths[1].write_text(markdown_summary(receipt, verdict))
     return paths
 
-
-def drain(stream: Iterable[ev.Event], *sinks) -> None:
-    for e in stream:
-        for s in sinks:
-            s(e)

@@ -54,7 +54,6 @@ class RoundConfig:
     reps: int | None = None         # overrides profile.bench.reps
     lock_path: Path | None = None
     resume: Any = None              # journal.JournalRead of an interrupted round
-    retry_budget: int = 3
     telemetry: Any = None           # a console.telemetry Telemetry; opened when None
     keep_work: bool = False
 
@@ -83,6 +82,7 @@ class Round:
         self.receipt_path: Path | None = None
         self.exit_code: int = ExitCode.INFRA
         self._journal = None
+        self._worker: threading.Thread | None = None
 
     # --- public --------------------------------------------------------------
 
@@ -92,10 +92,15 @@ class Round:
         if self._runtime is not None:
             self._runtime.abort()
 
+    def wait(self, timeout: float) -> None:
+        """Wait for the round's worker to finish its cleanup (after an abort)."""
+        if self._worker is not None:
+            self._worker.join(timeout=timeout)
+
     def events(self) -> Iterator[ev.Event]:
         """Yield the round's events until it ends. Ctrl-C here aborts the round,
         which still ends with a RoundEnded event; a second Ctrl-C gives up waiting."""
-        worker = threading.Thread(target=self._work, name=f"round-{self.round_id}", daemon=True)
+        worker = self._worker = threading.Thread(target=self._work, name=f"round-{self.round_id}", daemon=True)
         worker.start()
         interrupts = 0
         while True:
@@ -127,9 +132,10 @@ class Round:
     def _work(self) -> None:
         from . import journal
 
-        work = Path(tempfile.mkdtemp(prefix=f"bench-console-{self.round_id}-"))
+        work: Path | None = None
         status, message = "infra", ""
         try:
+            work = Path(tempfile.mkdtemp(prefix=f"bench-console-{self.round_id}-"))
             self.cfg.out_dir.mkdir(parents=True, exist_ok=True)
             jpath = self.cfg.out_dir / "journal" / f"{self.round_id}.jsonl"
             self._journal = journal.Journal(jpath)
@@ -145,21 +151,28 @@ class Round:
             message = f"internal error: {type(e).__name__}: {e}"
             self._notice("error", "internal", message)
         finally:
-            if self._runtime is not None:
+            try:
+                if self._runtime is not None:
+                    try:
+                        self._runtime.cleanup_round()
+                    except Exception:
+                        pass
+                if self._abort.is_set() and status != "complete":
+                    status, self.exit_code = "incomplete", ExitCode.INTERRUPTED
+                end = ev.RoundEnded(status=status, exit_code=int(self.exit_code),
+                                    receipt_path=str(self.receipt_path) if self.receipt_path else None,
+                                    message=message)
                 try:
-                    self._runtime.cleanup_leftovers()
-                except Exception:
-                    pass
-            if self._abort.is_set() and status != "complete":
-                status, self.exit_code = "incomplete", ExitCode.INTERRUPTED
-            self._emit(ev.RoundEnded(status=status, exit_code=int(self.exit_code),
-                                     receipt_path=str(self.receipt_path) if self.receipt_path else None,
-                                     message=message))
-            if self._journal is not None:
-                self._journal.close()
-            if not self.cfg.keep_work:
-                shutil.rmtree(work, ignore_errors=True)
-            self._q.put(None)
+                    self._emit(end)
+                except Exception as e:  # a journal that cannot be written must not hang the viewer
+                    self._q.put(ev.Notice(level="error", code="journal", message=f"journal write failed: {e}"))
+                    self._q.put(end)
+                if self._journal is not None:
+                    self._journal.close()
+                if work is not None and not self.cfg.keep_work:
+                    shutil.rmtree(work, ignore_errors=True)
+            finally:
+                self._q.put(None)
 
     def _check_abort(self) -> None:
         if self._abort.is_set():
@@ -170,9 +183,10 @@ class Round:
 
     def _run(self, work: Path) -> tuple[str, str]:
         p, cfg = self.p, self.cfg
-        started_at = utc_now()
+        started_at = cfg.resume.plan.get("started_at", utc_now()) if cfg.resume else utc_now()
         self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
-        left = rt.cleanup_leftovers()
+        left = rt.cleanup_leftovers(stale_after_s=max(600.0, 2 * p.run.timeout_s)) \
+            if rt.kind == "docker" else 0
         host = host_facts(rt)
         tele = cfg.telemetry or _open_telemetry()
         host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
@@ -183,7 +197,8 @@ class Round:
                 "parity": {"depths": list(p.parity.depths), "top1_min": p.gate.top1_min, "kl_max": p.gate.kl_max,
                            "scored_path_depth": p.parity.scored_path_depth},
                 "main": _spec_text(cfg.main), "candidate": _spec_text(cfg.candidate),
-                "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at}
+                "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
+                "lock_path": str(cfg.lock_path) if cfg.lock_path else None}
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256,
                                    runtime=rt.kind, host=host, plan=plan))
         if left:
@@ -197,6 +212,8 @@ class Round:
         check_pins(p)
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
+
+        pins = self._lock_pins()
 
         # Sources: snapshot, then the apparatus guard before anything is built.
         main = sources.snapshot(cfg.main, work / "src-main")
@@ -242,7 +259,7 @@ class Round:
                            "image_id": builds[b].image_id, "base_image_id": builds[b].base_image_id,
                            "compiler": builds[b].compiler, "build_s": round(builds[b].seconds, 3)}
                        for b in ("main", "candidate")},
-            "lock": self._lock_pins(),
+            "lock": pins,
             "reps": [],
         }
 
@@ -252,7 +269,7 @@ class Round:
         # Parity first: a failure here suppresses every speed figure.
         self._emit(ev.PhaseStarted(phase="parity"))
         receipt["parity"] = self._parity(ctx, receipt)
-        cand_parity_ok = _parity_ok(receipt["parity"], p)
+        cand_parity_ok = gate.parity_passes(receipt, p.gate)
 
         if cand_parity_ok or cfg.kind == "noise":
             self._speed(ctx, receipt, reps)
@@ -262,15 +279,15 @@ class Round:
 
         receipt["ended_at"] = utc_now()
         receipt["summary"] = summarize(receipt["reps"])
-        if cfg.kind == "noise":
-            receipt["noise"] = noise_figures(receipt["reps"], p)
         decide = gate.decide_noise if cfg.kind == "noise" else gate.decide
         verdict = decide(receipt, p.gate)
         receipt["verdict"] = verdict.to_dict()
+        if cfg.kind == "noise":  # what the lock stores per node: the gate's own report
+            receipt["noise"] = (receipt["verdict"].get("speed") or {}).get("noise") or {}
         self._emit(ev.PhaseStarted(phase="verdict"))
         self._emit(ev.VerdictReady(verdict=receipt["verdict"]))
-        self.receipt = receipt
         self._seal(receipt)
+        self.receipt = receipt
         self.exit_code = verdict.exit_code
         return ("infra" if receipt["verdict"].get("outcome") == "infra" else "complete"), ""
 
@@ -296,7 +313,7 @@ class Round:
 
     def _build(self, name: str, snap: sources.Snapshot) -> BuildResult:
         self._check_abort()
-        prev = self._resumed_build(name)
+        prev = self._resumed_build(name, snap)
         if prev is not None:
             return prev
         self._emit(ev.BuildStarted(build=name, source=snap.record))
@@ -306,15 +323,32 @@ class Round:
         except ConsoleError as e:
             self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
             raise
+        recorded = self._recorded_image(name)
+        if recorded and self.cfg.resume.reps and built.image_id != recorded:
+            # Only a local build can be redone on resume: it must be byte-identical.
+            raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
+                             f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
         self._emit(ev.BuildDone(build=name, image_id=built.image_id, base_image_id=built.base_image_id,
                                 compiler=built.compiler, seconds=round(built.seconds, 3)))
         return built
 
-    def _resumed_build(self, name: str) -> BuildResult | None:
-        """On resume, reuse an image the journal recorded, if it still exists."""
+    def _recorded_image(self, name: str) -> str | None:
+        r = self.cfg.resume
+        done = [e for e in (r.events if r else []) if e.get("kind") == "build_done" and e.get("build") == name]
+        return done[-1]["image_id"] if done else None
+
+    def _resumed_build(self, name: str, snap: sources.Snapshot) -> BuildResult | None:
+        """On resume, reuse an image the journal recorded, if it still exists and the
+        source is still the tree it was built from."""
         r = self.cfg.resume
         if not r:
             return None
+        started = [e for e in r.events if e.get("kind") == "build_started" and e.get("build") == name]
+        was = (started[-1].get("source") or {}).get("tree_sha256") if started else None
+        if was and was != snap.record.get("tree_sha256"):
+            raise InfraError(f"cannot resume: {name}'s source changed since the interrupted round "
+                             f"(tree {was[:12]} then, {snap.record.get('tree_sha256', '')[:12]} now)",
+                             "Restore the source, or run the round again from the start.")
         done = [e for e in r.events if e.get("kind") == "build_done" and e.get("build") == name]
         if done and self._runtime.image_exists(done[-1]["image_id"]):
             d = done[-1]
@@ -322,15 +356,19 @@ class Round:
                                     compiler=d["compiler"], seconds=d["seconds"]))
             return BuildResult(build=name, image_id=d["image_id"], base_image_id=d["base_image_id"],
                                compiler=d["compiler"], seconds=d["seconds"])
-        if r.reps:
+        if r.reps and self._runtime.kind == "docker":
             raise InfraError(f"cannot resume: the {name} image recorded by the journal is gone",
                              "Run the round again from the start.")
         return None
 
     def _parity(self, ctx: "_RunCtx", receipt: dict) -> dict:
         p = self.p
-        ref = protocol.read_logits(p.parity.reference, depths=len(p.parity.depths), rows=p.parity.rows,
-                                   vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
+        try:
+            ref = protocol.read_logits(p.parity.reference, depths=len(p.parity.depths), rows=p.parity.rows,
+                                       vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
+        except parity.ParityInputError as e:
+            raise UsageError(f"{p.path}: key 'parity.reference': the reference logits do not fit the profile: {e}",
+                             "Recapture the reference (`console reference capture`) or fix parity.depths/rows/vocab.") from None
         out: dict[str, Any] = {"reference": {"sha256": p.parity.reference_sha256,
                                              "document_sha256": p.parity.document_sha256,
                                              "depths": list(p.parity.depths), "rows": p.parity.rows,
@@ -385,7 +423,7 @@ class Round:
         depth = p.parity.scored_path_depth - p.parity.scored_path_tokens
         item = _Item(build=build, phase="scored_path", index=0, position=-1, depth=depth,
                      tokens=p.parity.scored_path_tokens, context="doc")
-        rec, out_dir = self._run_item(ctx, item, attempt=0, reuse=True)
+        rec, out_dir = self._run_item(ctx, item, attempt=0)
         receipt["reps"].append(rec)
         result = {"depth": p.parity.scored_path_depth, "top1": None, "kl": None, "error": None}
         if rec["status"] not in ("ok", "suspect"):  # a busy node does not change correctness
@@ -399,7 +437,7 @@ class Round:
                 result.update(top1=g.top1, kl=g.kl)
             except parity.ParityInputError as e:
                 result["error"] = f"bench_logits.npy: {e}"
-        ok = result["error"] is None and result["kl"] <= p.gate.kl_max and result["top1"] >= p.gate.top1_min
+        ok = gate.scored_path_ok(result, p.gate)
         self._emit(ev.ScoredPathChecked(build=build, depth=result["depth"], top1=result["top1"],
                                         kl=result["kl"], ok=ok, error=result["error"]))
         return result
@@ -443,10 +481,13 @@ class Round:
         out: dict = {}
         if r:
             for rec in r.reps:
+                if rec.get("status") == "aborted":
+                    continue    # interrupted, not measured: it runs again
                 out.setdefault((rec["build"], rec["phase"], rec["index"]), []).append(rec)
-        return out
+        # a rep whose last attempt was suspect was waiting for its retry
+        return {k: v for k, v in out.items() if v[-1].get("status") != "suspect"}
 
-    def _run_item(self, ctx: "_RunCtx", item: _Item, attempt: int, reuse: bool = False):
+    def _run_item(self, ctx: "_RunCtx", item: _Item, attempt: int):
         p = self.p
         argv = fill(p.bench.command, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
                     doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT)
@@ -485,17 +526,22 @@ class Round:
 
     def _seal(self, receipt: dict) -> None:
         from . import store
-        rid = store.seal_into(self.cfg.out_dir, receipt)
-        self.receipt_path = self.cfg.out_dir / "receipts" / f"{rid}.json"
-        latest = self.cfg.out_dir / "receipt.json"
-        tmp = latest.with_suffix(".json.tmp")
-        shutil.copyfile(self.receipt_path, tmp)
-        os.replace(tmp, latest)
-        self._notice("info", "sealed", f"receipt {rid[:12]} sealed into {self.cfg.out_dir / 'ledger.jsonl'}")
+        from .report import write_reports
+        out = self.cfg.out_dir
+        rid = store.seal_into(out, receipt)
+        self.receipt_path = out / "receipts" / f"{rid}.json"
+        store.atomic_write(out / "receipt.json", self.receipt_path.read_bytes())
+        write_reports(out, receipt, receipt["verdict"])
+        self._notice("info", "sealed", f"receipt {rid[:12]} sealed into {out / 'ledger.jsonl'}")
         if self.cfg.lock_path and Path(self.cfg.lock_path).exists():
             import json
             sealed = json.loads(self.receipt_path.read_bytes())
-            moved, stale = lockfile.update(Path(self.cfg.lock_path), rid, sealed, receipt["verdict"], self.p)
+            try:
+                moved, stale = lockfile.update(Path(self.cfg.lock_path), rid, sealed, receipt["verdict"], self.p)
+            except Exception as e:  # the round is sealed; a lock that cannot be raised is said, not fatal
+                self._notice("error", "lock-update-failed", f"{self.cfg.lock_path} was not updated: {e}. "
+                             f"The receipt {rid[:12]} is sealed; fix the lock and verify it with `console lock verify`.")
+                return
             for c in moved:
                 self._notice("info", "lock-update", f"{c.key}: {c.old:g} -> {c.new:g} ({c.action}, receipt {rid[:12]})")
             for f in stale:
@@ -603,13 +649,6 @@ def summarize(reps: list[dict]) -> dict:
     return out
 
 
-def noise_figures(reps: list[dict], p: Profile) -> dict:
-    """The node's noise from one build against itself: what the lock stores per node."""
-    def values(build: str) -> list[float]:
-        ok = [r for r in reps if r["build"] == build and r["phase"] == "timed" and r["status"] == "ok"]
-        return [r["value"] for r in sorted(ok, key=lambda r: (r["position"], r["attempt"]))]
-    return stats.noise_report(values("main"), values("candidate"), p.gate.significance, p.gate.confidence)
-
 
 def check_pins(p: Profile) -> None:
     """The document and the reference must be the pinned bytes, or nothing is comparable."""
@@ -628,19 +667,6 @@ def check_pins(p: Profile) -> None:
                          f"not the pinned {p.parity.reference_sha256}",
                          "Restore the pinned reference, or recapture it and update the pin deliberately.")
 
-
-def _parity_ok(par: dict, p: Profile) -> bool:
-    c = par.get("candidate") or {}
-    if c.get("error") or not c.get("depths"):
-        return False
-    main = {d["depth"]: parity.DepthFigures.from_dict(d) for d in (par.get("main") or {}).get("depths", [])}
-    for d in c["depths"]:
-        f = parity.DepthFigures.from_dict(d)
-        if parity.depth_status(f, main.get(f.depth), p.gate).status in ("fail", "regressed"):
-            return False
-    sp = par["scored_path"].get("candidate") or {}
-    return not sp.get("error") and sp.get("kl") is not None and sp["kl"] <= p.gate.kl_max \
-        and sp["top1"] >= p.gate.top1_min
 
 
 def _fig_at(figs, depth):

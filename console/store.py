@@ -189,6 +189,16 @@ def rescore_dir(out_dir: str | os.PathLike[str], decide: Callable[[Any, Any], An
 # --- reference.lock --------------------------------------------------------------
 
 def read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
+    """The lock as a comment-keeping document; a malformed file is a usage error."""
+    try:
+        return _read_lock(path)
+    except (tomlkit.exceptions.TOMLKitError, UnicodeDecodeError, OSError) as e:
+        from .errors import UsageError
+        raise UsageError(f"{path}: not a readable reference.lock: {e}",
+                         "Fix the TOML (comments are kept), or restore it from version control.") from None
+
+
+def _read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
     return tomlkit.parse(Path(path).read_text(encoding="utf-8"))
 
 

@@ -171,6 +171,18 @@ def _grade_parity(receipt: dict[str, Any], rules: GateRules) -> tuple[dict[str, 
             reasons, warnings)
 
 
+def parity_passes(receipt: dict[str, Any], rules: GateRules) -> bool:
+    """Whether the candidate passed every parity check: the round uses it to skip timing."""
+    return not _grade_parity(receipt, rules)[1]
+
+
+def scored_path_ok(side: dict[str, Any] | None, rules: GateRules) -> bool:
+    """One build's scored-path figures against the bars (shared by the round, replay and the gate)."""
+    if not side or side.get("error") or side.get("kl") is None or side.get("top1") is None:
+        return False
+    return side["kl"] <= rules.kl_max and side["top1"] >= rules.top1_min
+
+
 def _grade_scored_path(sp: dict[str, Any], rules: GateRules, reasons: list, warnings: list) -> dict[str, Any]:
     """The bench's own final logits against the reference: did the scored path compute the model?"""
     c = sp.get("candidate")

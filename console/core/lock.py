@@ -217,7 +217,7 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mappi
         raise LockError("only a sealed receipt can move a pin")
     at = _measured_at(receipt)
     if receipt.get("kind") == "noise":
-        return _noise_changes(lock, receipt_id, receipt, at)
+        return _noise_changes(lock, receipt_id, receipt, at, verdict)
     if receipt.get("kind") != "round":
         raise LockError(f"a {receipt.get('kind')!r} receipt measures no pin")
     specs = slots_of(receipt["profile"])
@@ -261,13 +261,18 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
     return c("hold", None, f"main measured {m.value:g}, within {sig:.1%} of floor {old:g}")
 
 
-def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str) -> list[Change]:
+def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str,
+                   verdict: Any = None) -> list[Change]:
     node = str((receipt.get("profile") or {}).get("node", ""))
     old_t = (lock.get("noise") or {}).get(node) or {}
     old = float(old_t.get("spread", 0)) if _finite(old_t.get("spread", 0)) else 0.0
     spread = noise_spread_of(receipt)
     if not node or spread is None or receipt.get("status") != "complete":
         return [Change("noise", node, "hold", old, None, rid, at, reason="noise receipt has no usable noise.spread")]
+    outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
+    if verdict is not None and outcome != "noise":
+        # a noise round the gate did not accept (claims refused, too few pairs) measures nothing
+        return [Change("noise", node, "hold", old, None, rid, at, reason=f"noise verdict is {outcome!r}")]
     # The latest sealed noise figure is the node's noise: it may fall as well as rise.
     return [Change("noise", node, "set" if old <= 0 else "replace", old, spread, rid, at,
                    reason=f"sealed noise round measured spread {spread:g}")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -44,7 +44,6 @@ class RunResult:
     out_bytes: int = 0
     killed_reason: str | None = None    # "timeout" | "output limit" | "aborted"
     cpu_s: float | None = None          # the engine's CPU time, measured from outside
-    extra: dict = field(default_factory=dict)
 
 
 LogSink = Callable[[str], None]

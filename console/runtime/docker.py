@@ -129,10 +129,37 @@ class DockerRuntime:
     def has_gpu_runtime(self) -> bool:
         return "nvidia" in (self.client.info().get("Runtimes") or {})
 
-    def cleanup_leftovers(self) -> int:
-        """Remove every container the console left behind (crash, SIGKILL)."""
-        n = 0
+    def cleanup_round(self) -> int:
+        """Remove every container of this round (the normal end of a round)."""
+        return self._remove(self.client.containers.list(
+            all=True, filters={"label": f"{LABEL}.round={self.round_label}"}))
+
+    def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
+        """Remove what crashed rounds left behind, without touching a live round's run.
+
+        A stopped console container is always a leftover; a running one is only once it
+        is older than any run's timeout could allow (its console died with it).
+        """
+        import datetime as dt
+        now = dt.datetime.now(dt.timezone.utc)
+        stale = []
         for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+            if c.status != "running":
+                stale.append(c)
+                continue
+            started = (c.attrs.get("State") or {}).get("StartedAt", "")
+            try:
+                age = (now - dt.datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")).total_seconds()
+            except ValueError:
+                continue
+            if age > stale_after_s:
+                stale.append(c)
+        return self._remove(stale)
+
+    @staticmethod
+    def _remove(containers) -> int:
+        n = 0
+        for c in containers:
             try:
                 c.remove(force=True)
                 n += 1

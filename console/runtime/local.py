@@ -48,6 +48,9 @@ class LocalRuntime:
     def cleanup_leftovers(self) -> int:
         return 0
 
+    def cleanup_round(self) -> int:
+        return 0
+
     def abort(self) -> None:
         self._aborted.set()
         with self._lock:
@@ -63,8 +66,12 @@ class LocalRuntime:
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink) -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
-        probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace")
-        found = (probe.stdout or probe.stderr).splitlines()[0].strip() if (probe.stdout or probe.stderr) else ""
+        try:
+            probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace")
+            text = probe.stdout or probe.stderr
+        except OSError as e:
+            text = f"{image.compiler_probe[0]}: not runnable on this host ({e.strerror})"
+        found = text.splitlines()[0].strip() if text else ""
         if found != image.compiler:
             raise CompilerMismatch(build, image.compiler, found)
         on_log(f"bench-console: compiler ok: {found}")
