@@ -46,6 +46,7 @@ def sealed(r, prev=None):
     return s.id, s.receipt
 
 
+NOISE_OK = {"outcome": "noise"}
 OK = {"outcome": "accepted"}
 
 
@@ -284,9 +285,15 @@ def world():
     receipts = {a_id: a, b_id: b, n_id: n}
     lock: dict = {}
     for rid, r in receipts.items():
-        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, OK))
+        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, NOISE_OK if r["kind"] == "noise" else OK))
     assert K.verify_lock(lock, receipts) == []
     return lock, receipts, (a_id, b_id, n_id)
+
+
+def test_a_noise_round_the_gate_did_not_accept_moves_no_noise_pin():
+    n_id, n = sealed(noise_receipt(spread=0.001))
+    ch = K.update_from_receipt({"noise": {"cpu-2core": {"spread": 0.05}}}, n_id, n, {"outcome": "infra"})
+    assert [c.action for c in ch] == ["hold"] and "infra" in ch[0].reason
 
 
 def one(problems):
