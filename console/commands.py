@@ -41,6 +41,9 @@ def drive(rnd, args) -> int:
         return rnd.exit_code if code is None else code
     sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C aborts the round even when this process inherited SIGINT as ignored
+    # (a background job of a non-interactive shell does).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         gen = rnd.events()
         while True:
@@ -55,6 +58,7 @@ def drive(rnd, args) -> int:
                     return int(ExitCode.INTERRUPTED)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     return int(rnd.exit_code)
 
 

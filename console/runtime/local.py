@@ -38,6 +38,7 @@ class LocalRuntime:
 
     def __init__(self, workdir: Path | None = None):
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="bench-console-local-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._aborted = threading.Event()
