@@ -413,12 +413,19 @@ def _speed(claims: _Claims, lock: dict[str, Any], rules: GateRules, warnings: li
         basis, basis_kind = basis_frontier, "frontier"
     reference, reference_kind = (rules.anchor, "anchor") if rules.anchor > 0 else (frontier, "frontier")
     _speed_warnings(main_med, lock, rules, warnings)
+    # Significance is never smaller than the noise this node has shown: a threshold below
+    # the measured spread would let noise alone earn a tier.
+    noise = lock.get("noise_spread")
+    threshold, threshold_source = rules.significance, "profile"
+    if isinstance(noise, (int, float)) and math.isfinite(noise) and noise > rules.significance:
+        threshold, threshold_source = float(noise), "measured noise"
     return {
         "main": stats.summary(main), "candidate": stats.summary(cand),
         "main_median": main_med, "candidate_median": cand_med,
         "frontier": frontier, "frontier_source": source, "frontier_slot": lock.get("frontier_slot"),
         "lock_frontier": lock_frontier, "delta": delta, "gain": gain,
-        "significance": rules.significance, "confidence": rules.confidence,
+        "significance": rules.significance, "threshold": threshold, "threshold_source": threshold_source,
+        "confidence": rules.confidence,
         "pairs": len(ratios), "ratios": ratios, "interval": list(interval),
         "anchor": rules.anchor, "basis_frontier": basis_frontier, "basis_anchor": basis_anchor,
         "basis": basis, "basis_kind": basis_kind,
@@ -436,8 +443,9 @@ def _speed_warnings(main_med: float, lock: dict[str, Any], rules: GateRules, war
                                                     f"round); the {rules.significance:.1%} threshold is unverified"))
     elif noise > rules.significance:
         warnings.append(warning("threshold-below-noise",
-                                f"the significance threshold {rules.significance:.1%} is below this node's "
-                                f"measured noise {noise:.1%}: the gate is decorative here"))
+                                f"the profile's significance threshold {rules.significance:.1%} is below this "
+                                f"node's measured noise {noise:.1%}; this round requires a gain above "
+                                f"{noise:.1%} instead"))
     pin = float(lock.get("frontier") or 0.0)
     if pin <= 0:
         return
@@ -457,11 +465,13 @@ def _speed_warnings(main_med: float, lock: dict[str, Any], rules: GateRules, war
 def _significance(speed: dict[str, Any], rules: GateRules) -> dict[str, Any] | None:
     """None when significant, else the reason it is not."""
     gain, (lo, hi) = speed["gain"], speed["interval"]
-    if gain <= rules.significance:
+    threshold = speed.get("threshold", rules.significance)
+    if gain <= threshold:
+        source = "" if speed.get("threshold_source", "profile") == "profile" else " (this node's measured noise)"
         return reason("below-significance",
                       f"gain {_pct(gain)} over the frontier {_num(speed['frontier'])} is not above the "
-                      f"significance threshold {rules.significance:.1%}",
-                      figure="gain", bar=rules.significance, value=gain)
+                      f"significance threshold {threshold:.1%}{source}",
+                      figure="gain", bar=threshold, value=gain)
     if not lo > 0:
         shown = "unbounded (fewer than two pairs)" if math.isinf(lo) else f"[{_pct(lo)}, {_pct(hi)}]"
         return reason("interval-includes-zero",

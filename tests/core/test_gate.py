@@ -394,3 +394,16 @@ def test_listing_order_of_the_default_round():
     s = variant(r)
     random.Random(3).shuffle(s["reps"])
     assert decide(s, RULES).to_dict() == decide(r, RULES).to_dict()
+
+
+def test_measured_noise_raises_the_significance_threshold():
+    """A gain inside the node's measured noise is never significant, whatever the profile says."""
+    from console.core.gate import decide
+    r = make_receipt()                  # candidate ~6% faster than main
+    rules = default_rules()
+    assert decide(r, rules).outcome == "accepted"
+    r["lock"]["noise_spread"] = 0.08
+    v = decide(r, rules)
+    assert v.outcome == "none" and v.tier is None
+    assert v.to_dict()["speed"]["threshold"] == 0.08
+    assert any(w["code"] == "threshold-below-noise" for w in v.to_dict()["warnings"])

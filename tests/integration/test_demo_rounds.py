@@ -21,13 +21,15 @@ from console.round import Round, RoundConfig
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def run_demo(candidate: str, out: Path, reps: int = 3, runtime: str = "docker"):
+def run_demo(candidate: str | None, out: Path, reps: int = 3, runtime: str = "docker"):
+    """A demo round of ``candidate`` against main; ``None``: a noise round (main against itself)."""
     from console import lockfile
     profile = load_profile(DEMO_PROFILE)
     lock = lockfile.ensure(out / "reference.lock", profile)
-    cfg = RoundConfig(profile=profile, main=sources.parse_spec(str(DEMO_MAIN)),
-                      candidate=("patch", str(DEMO_CANDIDATES / f"{candidate}.patch")),
-                      out_dir=out, runtime=runtime, reps=reps, lock_path=lock)
+    main = sources.parse_spec(str(DEMO_MAIN))
+    cand = main if candidate is None else ("patch", str(DEMO_CANDIDATES / f"{candidate}.patch"))
+    cfg = RoundConfig(profile=profile, main=main, candidate=cand, out_dir=out, runtime=runtime, reps=reps,
+                      lock_path=lock, kind="noise" if candidate is None else "round")
     rnd = Round(cfg)
     events = list(rnd.events())
     return rnd, events
@@ -45,9 +47,22 @@ def codes(v: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, base_image):
-    """Four rounds sealed into one results directory (a ledger to re-score)."""
+    """The node's noise first (it sizes significance), then four rounds in one ledger."""
     out = tmp_path_factory.mktemp("ledger")
-    return out, {c: run_demo(c, out, reps=5 if c == "fast" else 3) for c in ("fast", "noise", "inflate", "fake-seek")}
+    rounds = {"node-noise": run_demo(None, out, reps=6)}
+    rounds.update({c: run_demo(c, out, reps=5 if c == "fast" else 3) for c in ("fast", "noise", "inflate", "fake-seek")})
+    return out, rounds
+
+
+def test_noise_round_measures_the_node_and_pins_it(shared):
+    out, rounds = shared
+    rnd, events = rounds["node-noise"]
+    v = verdict_of(events)
+    assert v["outcome"] == "noise" and rnd.receipt["noise"]["pairs"] == 6
+    assert rnd.receipt["builds"]["main"]["image_id"] == rnd.receipt["builds"]["candidate"]["image_id"]
+    from console import store
+    lock = store.read_lock(out / "reference.lock")
+    assert float(lock["noise"]["cpu-2core"]["spread"]) == pytest.approx(rnd.receipt["noise"]["spread"], rel=1e-5)
 
 
 def test_fast_is_accepted_with_a_tier_and_a_faster_median(shared):
@@ -99,7 +114,7 @@ def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_
     out, _ = shared
     assert [p for p in store.verify_dir(out) if p.fatal] == []
     entries, _ = store.read_ledger(out)
-    assert len(entries) == 4
+    assert len(entries) == 5
     # the same rules with every band far out of reach: the accepted tier must change
     text = DEMO_PROFILE.read_text().replace("bands = { s = 0.035, m = 0.06, l = 0.10, xl = 0.18 }",
                                             "bands = { s = 5.0, m = 6.0, l = 7.0, xl = 8.0 }")
