@@ -16,10 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
+# debootstrap makes the base image once; tmux runs the end-to-end terminal test.
 setup: $(STAMP)
-	@command -v debootstrap >/dev/null || { echo "installing debootstrap (needed once to make the base image)"; \
-	  (apt-get update -qq && apt-get install -y -qq debootstrap) >/dev/null || \
-	  echo "could not install debootstrap: run 'sudo apt-get install debootstrap'"; }
+	@for tool in debootstrap tmux; do command -v $$tool >/dev/null || { echo "installing $$tool"; \
+	  (apt-get update -qq && apt-get install -y -qq $$tool) >/dev/null || \
+	  echo "could not install $$tool: run 'sudo apt-get install $$tool'"; }; done
 
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
