@@ -6,14 +6,12 @@ that says what happened and what to do, with the documented exit code.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
-from .errors import ConsoleError, ExitCode, UsageError
-from .profile import ProfileError, load_profile
+from .errors import ConsoleError, ExitCode
+from .profile import ProfileError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PROFILE = ROOT / "profiles" / "demo.toml"

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 from . import sources
 from .cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, ROOT
-from .errors import ExitCode, InfraError, UsageError
+from .errors import ExitCode, UsageError
 from .profile import Profile, load_profile, rules_from_dict
 
 

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 from xml.sax.saxutils import escape, quoteattr
 
 from . import events as ev

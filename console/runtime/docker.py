@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watchdog, parse_size)
+                   LogSink, RunResult, Watchdog)
 
 LABEL = "bench-console"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
