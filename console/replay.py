@@ -91,23 +91,14 @@ class ReplaySource(_Paced):
 
 
 def read_journal(path: Path) -> Iterator[ev.Event]:
-    """Events of a journal, in order; tolerates a torn last line and unknown kinds."""
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    """Events of a journal, in order; a torn last line is dropped with a notice, unknown
+    kinds are skipped with one, and a bad line before the end is an error."""
+    from . import journal
+    jr = journal.read_journal(path)
+    if jr.damaged_line is not None:
+        raise ValueError(f"{path}:{jr.damaged_line}: not a JSON event line")
     last_at = 0.0
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            if n == len(lines):
-                yield ev.Notice(level="warn", code="journal-torn",
-                                message=f"{path.name}: last line {n} is torn; replayed up to "
-                                        f"line {n - 1}", at=last_at)
-                return
-            raise ValueError(f"{path}:{n}: not a JSON event line") from None
+    for n, d in enumerate(jr.events, start=1):
         try:
             event = ev.event_from_dict(d)
         except (ValueError, TypeError) as exc:
@@ -116,6 +107,10 @@ def read_journal(path: Path) -> Iterator[ev.Event]:
             continue
         last_at = event.at
         yield event
+    if jr.torn_tail:
+        yield ev.Notice(level="warn", code="journal-torn",
+                        message=f"{path.name}: last line {len(jr.events) + 1} is torn; replayed up to "
+                                f"line {len(jr.events)}", at=last_at)
 
 
 def _epoch(iso: Any, default: float = 0.0) -> float:

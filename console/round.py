@@ -503,7 +503,7 @@ class Round:
         # Under Docker the engine is outside the console's process tree, so its CPU time
         # would read as "other processes"; under the local runtime it is a waited-for child
         # and is already counted as the console's own.
-        rec["telemetry"] = (attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if ctx.rt.kind == "docker"
+        rec["telemetry"] = (health.attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if ctx.rt.kind == "docker"
                             else summary)
         if rec["status"] == "ok":
             rec["suspect"] = health.classify_rep(summary, ctx.preflight, p.health)
@@ -561,25 +561,6 @@ class _RunCtx:
 
 # --- pure helpers (tested directly) ------------------------------------------
 
-def attribute_engine_cpu(summary: dict, engine_cpu_s: float | None, engine_cpus: float) -> dict:
-    """Move the engine's own CPU time out of "other processes".
-
-    Host telemetry sees the whole machine; the container is not in the console's
-    process tree, so without this the engine itself would make every rep look
-    like a busy node.
-    """
-    host = (summary or {}).get("host")
-    if not host:
-        return summary
-    host["engine_cpus"] = engine_cpus
-    cpu = host.get("cpu") or {}
-    dur = summary.get("duration_s") or 0
-    if engine_cpu_s is not None and dur > 0 and isinstance(cpu.get("other_cores"), (int, float)):
-        engine_cores = engine_cpu_s / dur
-        cpu["engine_cores"] = round(engine_cores, 3)
-        cpu["other_cores"] = round(max(0.0, cpu["other_cores"] - engine_cores), 3)
-    return summary
-
 
 def make_schedule(p: Profile, reps: int) -> list[_Item]:
     """Warm-ups, the short differential runs, the timed reps and guard reps, interleaved."""
@@ -635,17 +616,10 @@ def rep_record(item: _Item, attempt: int, res: RunResult, p: Profile) -> dict:
 
 
 def summarize(reps: list[dict]) -> dict:
-    out = {}
-    for b in ("main", "candidate"):
-        vals = [r["value"] for r in reps if r["build"] == b and r["phase"] == "timed"
-                and r["status"] == "ok" and r["value"] is not None]
-        if vals:
-            med = stats.median(vals)
-            out[b] = {"n": len(vals), "median": med, "min": min(vals), "max": max(vals),
-                      "spread": (max(vals) - min(vals)) / med if med else None}
-        else:
-            out[b] = {"n": 0, "median": None, "min": None, "max": None, "spread": None}
-    return out
+    """Per-build figures of the valid timed reps, for the receipt's readers (the gate recomputes)."""
+    return {b: stats.summary([r["value"] for r in reps if r["build"] == b and r["phase"] == "timed"
+                              and r["status"] == "ok" and r["value"] is not None])
+            for b in ("main", "candidate")}
 
 
 

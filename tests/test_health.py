@@ -220,3 +220,14 @@ def test_take_spends_the_budget():
     assert b.left == 0
     with pytest.raises(ValueError):
         RetryBudget(-1)
+
+
+def test_engine_cpu_is_moved_out_of_other_processes():
+    from console.core.health import attribute_engine_cpu
+    s = {"duration_s": 2.0, "host": {"cpu": {"busy_cores": 1.2, "other_cores": 1.1}}}
+    out = attribute_engine_cpu(s, engine_cpu_s=1.8, engine_cpus=1.0)
+    assert out["host"]["cpu"]["engine_cores"] == 0.9
+    assert out["host"]["cpu"]["other_cores"] == 0.2 and out["host"]["engine_cpus"] == 1.0
+    unknown = attribute_engine_cpu({"duration_s": 2.0, "host": {"cpu": {"other_cores": 1.1}}}, None, 1.0)
+    assert unknown["host"]["cpu"]["other_cores"] == 1.1          # no measurement, no adjustment
+    assert attribute_engine_cpu({}, 1.0, 1.0) == {}

@@ -171,3 +171,23 @@ class RetryBudget:
         where = f" {last_label}" if last_label else ""
         return (f"node unfit for timing: {len(self.suspects)} suspect reps with a retry budget of "
                 f"{self.retries} ({parts}); last{where}: {'; '.join(last)}")
+
+
+def attribute_engine_cpu(summary: dict[str, Any], engine_cpu_s: float | None, engine_cpus: float) -> dict[str, Any]:
+    """Move the engine's own CPU time out of "other processes".
+
+    Host telemetry sees the whole machine; the container is not in the console's
+    process tree, so without this the engine itself would make every rep look
+    like a busy node.
+    """
+    host = (summary or {}).get("host")
+    if not host:
+        return summary
+    host["engine_cpus"] = engine_cpus
+    cpu = host.get("cpu") or {}
+    dur = summary.get("duration_s") or 0
+    if engine_cpu_s is not None and dur > 0 and isinstance(cpu.get("other_cores"), (int, float)):
+        engine_cores = engine_cpu_s / dur
+        cpu["engine_cores"] = round(engine_cores, 3)
+        cpu["other_cores"] = round(max(0.0, cpu["other_cores"] - engine_cores), 3)
+    return summary

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watchdog)
+                   LogSink, RunResult, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
@@ -323,7 +323,6 @@ class DockerRuntime:
         if killed and killed[0] == "daemon error":
             raise InfraError(f"the Docker daemon stopped answering during {label}",
                              "Check `docker info`; the round can be resumed with `console resume`.")
-        from .base import dir_bytes
         return RunResult(exit_code=None if killed else exit_code, wall_s=wall, stdout=stdout, stderr=stderr,
                          timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
                          out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None,
