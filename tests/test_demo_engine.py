@@ -276,17 +276,14 @@ def test_bench_doc_logits_equal_logits_path(engines, tmp_path, main_logits, refe
 
 # --- candidates ---------------------------------------------------------------
 
-def test_fast_is_bitwise_main_and_faster(engines, tmp_path):
+def test_fast_is_bitwise_main(engines, tmp_path):
+    # Same math as main, to the bit, on both bench paths. Whether it is faster is the
+    # gate's question, answered by a real round (tests/integration), not by a timed assert.
     for ctx in ("doc", "seek"):
         bench(engines["main"], tmp_path / f"m-{ctx}", depth=992, tokens=32, context=ctx)
         bench(engines["fast"], tmp_path / f"f-{ctx}", depth=992, tokens=32, context=ctx)
         assert (tmp_path / f"m-{ctx}" / "bench_logits.npy").read_bytes() == \
             (tmp_path / f"f-{ctx}" / "bench_logits.npy").read_bytes()
-    # Best of two on a shared machine; the real gain is about 3x at depth 4096.
-    rate = {v: max(bench(engines[v], tmp_path / f"{v}-t{k}", depth=2048, tokens=48,
-                         context="seek").result["value"] for k in range(2))
-            for v in ("main", "fast")}
-    assert rate["fast"] > 1.3 * rate["main"], rate
 
 
 def test_noise_is_bitwise_main(engines, tmp_path):

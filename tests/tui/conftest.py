@@ -76,12 +76,17 @@ async def feed(pilot, source: SteppedSource, upto: int, timeout: float = 10.0) -
         if loop.time() > deadline:
             raise AssertionError(f"applied {app.dashboard.events_applied} of {upto} events")
         await pilot.pause(0.02)
-    from console.tui.widgets.reps import RepPlot
+    from console.tui.widgets.reps import RepPlot, RepTable
     plot = app.dashboard.query_one(RepPlot)
+    table = app.dashboard.query_one(RepTable)
     while plot._timer is not None:  # the plot redraws on its own throttle
         if loop.time() > deadline:
             raise AssertionError("plot never redrew")
         await pilot.pause(0.05)
+    while table._follow_pending:  # the table scrolls to its newest row on idle, after sizing it
+        if loop.time() > deadline:
+            raise AssertionError("the reps table never followed its newest row")
+        await pilot.pause(0.02)
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
