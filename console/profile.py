@@ -121,6 +121,7 @@ class GateRules:
     plausibility: float = 5.0
     wall_margin: float = 0.10
     differential_margin: float = 0.25
+    overhead_margin: float = 0.25       # candidate's fixed cost per run over main's, as a share of main's run
     seek_memory_fraction: float = 0.9
     guards: tuple[Guard, ...] = ()
 
@@ -386,6 +387,7 @@ def load_profile(path: str | Path) -> Profile:
         plausibility=ga.num("plausibility", d.plausibility, lo=1.0),
         wall_margin=ga.num("wall_margin", d.wall_margin, lo=0.0),
         differential_margin=ga.num("differential_margin", d.differential_margin, lo=0.0),
+        overhead_margin=ga.num("overhead_margin", d.overhead_margin, lo=0.0),
         seek_memory_fraction=ga.num("seek_memory_fraction", d.seek_memory_fraction, lo=0.0, hi=1.0),
         guards=tuple(guards),
     )

@@ -448,8 +448,15 @@ class Round:
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
         for f in ctx.inputs.iterdir():
             f.read_bytes()
+        timed_outputs: dict[str, list[tuple[dict, Path]]] = {}
+        self._speed_reps(ctx, receipt, schedule, done, health.RetryBudget(p.health.retries), timed_outputs)
+        if self.cfg.kind != "noise":
+            receipt["parity"]["timed_path"] = self._timed_path(timed_outputs)
+
+    def _speed_reps(self, ctx: "_RunCtx", receipt: dict, schedule: list, done: dict,
+                    budget: health.RetryBudget, timed_outputs: dict) -> None:
+        p = self.p
         phase = None
-        budget = health.RetryBudget(p.health.retries)
         for item in schedule:
             self._check_abort()
             if item.phase != phase:
@@ -462,8 +469,10 @@ class Round:
                 continue
             attempt = 0
             while True:
-                rec, _ = self._run_item(ctx, item, attempt)
+                rec, out_dir = self._run_item(ctx, item, attempt)
                 receipt["reps"].append(rec)
+                if item.phase == "timed" and rec["status"] in ("ok", "suspect"):
+                    timed_outputs.setdefault(item.build, []).append((rec, out_dir))
                 if rec["status"] != "suspect":
                     break
                 if not budget.take():
@@ -474,6 +483,49 @@ class Round:
                 self._notice("warn", "rep-suspect", f"{item.build} {item.phase} #{item.index} is suspect "
                              f"({'; '.join(rec['suspect'])}); retrying")
                 attempt += 1
+
+    def _timed_path(self, outputs: dict[str, list[tuple[dict, Path]]]) -> dict:
+        """What the timed runs themselves computed: each candidate timed rep's final logits
+        against main's first timed rep (same inputs, same depth, same shortcut).
+
+        The parity depths and the scored-path check run over the document; the timed reps
+        may take a shortcut (a seek) at another depth, and a candidate whose math is wrong
+        only there would otherwise pass while its wall time really drops. There is no
+        reference for a seeked context, so main measured in this round is the basis.
+        """
+        p = self.p
+        out: dict[str, Any] = {"depth": p.bench.depth, "tokens": p.bench.tokens, "basis": "main",
+                               "main_rep": None, "candidate": [], "error": None}
+        mains, cands = outputs.get("main") or [], outputs.get("candidate") or []
+        if not mains or not cands:
+            out["error"] = "no timed rep of " + ("main" if not mains else "the candidate") + " ran in this session"
+            return out
+        main_rec, main_dir = mains[0]
+        out["main_rep"] = main_rec["index"]
+        try:
+            base = protocol.read_row_logits(main_dir / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES)
+        except parity.ParityInputError as e:
+            out["error"] = f"main's timed rep {main_rec['index']}: bench_logits.npy: {e}"
+            return out
+        for rec, d in cands:
+            row: dict[str, Any] = {"index": rec["index"], "attempt": rec["attempt"], "kl": None, "top1": None,
+                                   "error": None}
+            try:
+                g = parity.grade_row(base, protocol.read_row_logits(d / "bench_logits.npy", p.parity.vocab,
+                                                                     LOGITS_MAX_BYTES))
+                row.update(kl=g.kl, top1=g.top1)
+            except parity.ParityInputError as e:
+                row["error"] = f"bench_logits.npy: {e}"
+            out["candidate"].append(row)
+        bad = [r for r in out["candidate"] if not gate.scored_path_ok(r, p.gate)]
+        if bad:
+            self._notice("error", "timed-path", f"{len(bad)} of {len(cands)} candidate timed rep(s) computed "
+                         f"something else than main at depth {p.bench.depth}: " + (bad[0]["error"] or
+                         f"KL {bad[0]['kl']:.3g}, top-1 {bad[0]['top1']:.2f}"))
+        else:
+            self._notice("info", "timed-path", f"every candidate timed rep ({len(cands)}) agrees with main's "
+                         f"at depth {p.bench.depth}")
+        return out
 
     def _resumed_reps(self) -> dict:
         r = self.cfg.resume
@@ -491,15 +543,17 @@ class Round:
         argv = fill(p.bench.command, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
                     doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT)
         out_dir = ctx.work / "runs" / f"{item.position:04d}-{item.build}-{item.phase.replace(':', '_')}-{item.index}-{attempt}"
+        settled = ctx.tele.settle(p.health.settle_cores, p.health.settle_max_s)
         self._emit(ev.RepStarted(build=item.build, index=item.index, position=item.position, phase=item.phase))
-        monitor = ctx.tele.monitor(0.1)
-        try:
-            res = ctx.rt.run(ctx.builds[item.build], argv, src_dir=ctx.snaps[item.build].dir,
-                             inputs_dir=ctx.inputs, out_dir=out_dir, run=p.run,
-                             label=f"{item.build}/{item.phase}/{item.index}", gpus=ctx.gpus)
-        finally:
-            summary = monitor.stop()
+        # The runtime opens the telemetry window when the engine starts and closes it when
+        # it exits: container start and teardown are the apparatus, not a neighbour.
+        res = ctx.rt.run(ctx.builds[item.build], argv, src_dir=ctx.snaps[item.build].dir,
+                         inputs_dir=ctx.inputs, out_dir=out_dir, run=p.run,
+                         label=f"{item.build}/{item.phase}/{item.index}", gpus=ctx.gpus,
+                         watch=lambda **kw: ctx.tele.monitor(0.1, **kw))
+        summary = res.telemetry or {}
         rec = rep_record(item, attempt, res, p)
+        rec["settle"] = settled
         # Under Docker the engine is outside the console's process tree, so its CPU time
         # would read as "other processes"; under the local runtime it is a waited-for child
         # and is already counted as the console's own.

@@ -99,6 +99,14 @@ def test_seal_refuses_an_already_sealed_receipt():
         L.seal(s.receipt, s.id, "t")
 
 
+def test_a_round_is_banked_once_even_if_sealed_again(tmp_path):
+    d, ids = sealed_dir(tmp_path, 2)
+    again = dict(receipt(1), ended_at="2026-12-02T17:00:00Z")     # e.g. a resumed copy of round R001
+    with pytest.raises(store.AlreadySealed, match=f"R001 is already sealed .* as receipt {ids[1][:12]}"):
+        store.seal_into(d, again)
+    assert len(ledger_lines(d)) == 2 and store.verify_dir(d) == []
+
+
 def test_seal_does_not_mutate_its_input():
     r = receipt(0)
     L.seal(r, None, "t")

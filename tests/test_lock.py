@@ -173,6 +173,14 @@ def test_an_unusable_verdict_moves_nothing():
     assert not any(c.moves for c in K.update_from_receipt({}, rid, r, {"outcome": "infra"}))
 
 
+@pytest.mark.parametrize("code", ["main-parity-fail", "main-parity-error"])
+def test_a_main_that_fails_its_own_parity_moves_nothing(code):
+    rid, r = sealed(round_receipt())
+    verdict = {"outcome": "accepted", "warnings": [{"code": code, "message": "…"}]}
+    ch = K.update_from_receipt({}, rid, r, verdict)
+    assert ch and not any(c.moves for c in ch) and all("parity" in c.reason for c in ch)
+
+
 def test_only_sealed_receipts_move_pins():
     with pytest.raises(K.LockError, match="sealed"):
         K.update_from_receipt({}, "x", round_receipt(), OK)

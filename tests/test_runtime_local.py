@@ -83,3 +83,27 @@ def test_lingering_children_are_killed_with_their_group(hostile, tmp_path):
 def test_output_flood_is_stopped(hostile, tmp_path):
     res = _run(hostile, tmp_path, 4)
     assert res.killed_reason == "output limit"
+
+
+def test_telemetry_window_opens_on_the_engine_process(hostile, tmp_path):
+    from console.telemetry.base import RepMonitor
+    profile, rt, built = hostile
+    seen: list[set[int]] = []
+
+    def watch(own_pids):
+        class M(RepMonitor):
+            def _sample(self):
+                seen.append(set(own_pids()))
+                return {}
+
+            def _summary(self, samples, duration_s):
+                return {"source": "recorder"}
+        return M(0.05)
+
+    (tmp_path / "in").mkdir()
+    res = rt.run(built, ["/engine/engine", "bench", "--depth", "2", "--out", "/out"],
+                 src_dir=Path(built.root) / "src", inputs_dir=tmp_path / "in", out_dir=tmp_path / "o",
+                 run=replace(profile.run, timeout_s=1), label="watch", watch=watch)
+    assert res.killed_reason == "timeout"
+    assert res.telemetry["source"] == "recorder" and res.telemetry["duration_s"] <= res.wall_s
+    assert seen and all(len(s) == 1 for s in seen)

@@ -497,3 +497,36 @@ def test_flat_metrics_and_gpu_list():
     assert s["metrics"]["gpu1_sm_clock_mhz"]["median"] == 1500.0
     assert "load1" in s["metrics"]
     assert HostTelemetry().gpus() == []
+
+
+class _BusyNeighbour(ProcReader):
+    """/proc/stat of a 2-core node whose neighbour keeps ``busy[i]`` cores busy in window i."""
+
+    def __init__(self, busy: list[float]):
+        super().__init__("/nonexistent")
+        self.busy, self.reads, self.t = list(busy), 0, [0, 0]
+
+    def stat(self):
+        if self.reads % 2 == 1:         # the second read of a window: advance by its load
+            b = self.busy[min(self.reads // 2, len(self.busy) - 1)]
+            self.t[0] += int(b * 100)
+            self.t[1] += 200
+        self.reads += 1
+        return {"busy": self.t[0], "total": self.t[1], "cores": 2}
+
+    def tree_cpu_s(self, pid):
+        return 0.0
+
+
+def test_settle_waits_for_the_daemon_to_finish_its_teardown():
+    tel = HostTelemetry("/nonexistent")
+    tel.proc = _BusyNeighbour([1.2, 0.9, 0.1])
+    got = tel.settle(quiet_cores=0.3, max_s=5.0, window_s=0.01)
+    assert got["quiet"] and got["other_cores"] == pytest.approx(0.1) and tel.proc.reads == 6
+
+
+def test_settle_gives_up_after_its_limit_and_says_so():
+    tel = HostTelemetry("/nonexistent")
+    tel.proc = _BusyNeighbour([1.5])
+    got = tel.settle(quiet_cores=0.3, max_s=0.05, window_s=0.01)
+    assert not got["quiet"] and got["other_cores"] == pytest.approx(1.5) and got["waited_s"] >= 0.05

@@ -164,8 +164,9 @@ def _grade_parity(receipt: dict[str, Any], rules: GateRules) -> tuple[dict[str, 
                                 + ": those depths cannot reveal a fault and were not graded"))
 
     scored = _grade_scored_path(par.get("scored_path") or {}, rules, reasons, warnings)
+    timed = _grade_timed_path(par.get("timed_path"), rules, reasons, warnings)
     worst = worst_depth([cand[r["depth"]] for r in graded], rules) if graded else None
-    return ({"depths": table, "worst_depth": worst, "scored_path": scored,
+    return ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
              "candidate_error": cand_error, "main_error": main_error,
              "all_uncheckable": bool(graded) and len(unchecked) == len(graded) and not cand_error},
             reasons, warnings)
@@ -209,6 +210,37 @@ def _grade_scored_path(sp: dict[str, Any], rules: GateRules, reasons: list, warn
                                       "(the timed path predicts a different next token)",
                                       depth=depth, figure="top1", bar=rules.top1_min, value=top1))
     return {"main": sp.get("main"), "candidate": c, "status": "fail" if len(reasons) > before else "pass"}
+
+
+def _grade_timed_path(tp: dict[str, Any] | None, rules: GateRules, reasons: list, warnings: list) -> dict[str, Any]:
+    """Each candidate timed rep's own output against main's, same inputs and shortcut.
+
+    Absent before the timed reps run (the round asks for parity first) and in receipts
+    older than the check: then it is said, not failed.
+    """
+    if tp is None:
+        return {"status": "unchecked"}
+    depth = tp.get("depth")
+    rows = tp.get("candidate") or []
+    if tp.get("error") or not rows:
+        warnings.append(warning("timed-path-unchecked", "the timed reps' own output was not compared with "
+                                f"main's: {tp.get('error') or 'no candidate timed rep'}"))
+        return {"status": "unchecked", "depth": depth}
+    before = len(reasons)
+    for r in rows:
+        where = f"timed path (depth {depth}, candidate timed rep {r.get('index')})"
+        if r.get("error") or r.get("kl") is None or r.get("top1") is None:
+            reasons.append(reason("timed-path-error", f"{where}: {r.get('error') or 'no figures'}", depth=depth))
+            continue
+        if r["kl"] > rules.kl_max:
+            reasons.append(reason("timed-path-kl", f"{where}: KL {r['kl']:.3g} nats against main's > bar "
+                                  f"{rules.kl_max:.3g}", depth=depth, figure="kl", bar=rules.kl_max, value=r["kl"]))
+        if r["top1"] < rules.top1_min:
+            reasons.append(reason("timed-path-top1", f"{where}: predicts another next token than main",
+                                  depth=depth, figure="top1", bar=rules.top1_min, value=r["top1"]))
+    worst = max((r["kl"] for r in rows if isinstance(r.get("kl"), (int, float))), default=None)
+    return {"status": "fail" if len(reasons) > before else "pass", "depth": depth, "reps": len(rows),
+            "worst_kl": worst}
 
 
 # --- claims ----------------------------------------------------------------------
@@ -307,7 +339,25 @@ def _check_claims(receipt: dict[str, Any], rules: GateRules) -> _Claims:
         differential[build] = diff
         if problem:
             problems[build].append(reason("claim-differential", f"{build}: {problem}", build=build))
+    problem = _overhead_problem(differential.get("main") or {}, differential.get("candidate") or {}, rules)
+    if problem and not problems["candidate"]:
+        problems["candidate"].append(reason("claim-overhead", f"candidate: {problem}"))
     return _Claims(valid, problems, warnings, differential)
+
+
+def _overhead_problem(main: dict[str, Any], cand: dict[str, Any], rules: GateRules) -> str | None:
+    """A short run padded with idle time flattens the long-minus-short slope and so props up
+    an inflated rate. What the padding cannot hide is a fixed cost per run (the wall clock at
+    zero tokens) well above main's, whose fixed work (start, load, seek) is the same."""
+    a_main, a_cand = main.get("overhead_s"), cand.get("overhead_s")
+    if a_main is None or a_cand is None:
+        return None
+    allowed = a_main + rules.overhead_margin * main["wall_s"]
+    if a_cand <= allowed:
+        return None
+    return (f"its fixed cost per run is {a_cand:.3g} s against main's {a_main:.3g} s (allowed up to "
+            f"{allowed:.3g} s, +{rules.overhead_margin:.0%} of main's run): a run that idles on short "
+            "token counts could be propping up its wall-clock differential, so its rate is not vouched for")
 
 
 def _status_problems(rep: dict[str, Any]) -> list[tuple[str, str]]:
@@ -345,6 +395,7 @@ def _differential(timed: list[dict[str, Any]], short: list[dict[str, Any]],
                      f"no longer than {n_short:g} tokens ({w_short:.4g} s)")
     rate = (n_long - n_short) / (w_long - w_short)
     out["rate"] = rate
+    out["overhead_s"] = w_short - n_short / rate      # the wall clock extrapolated to zero tokens
     if rate < need:
         return out, (f"rate not supported by wall clock: the extra {n_long - n_short:g} tokens cost "
                      f"{w_long - w_short:.4g} s, {_num(rate)}/s, below the reported {_num(reported)}/s "
@@ -363,17 +414,21 @@ def _check_guards(claims: _Claims, lock: dict[str, Any], rules: GateRules,
     floors = lock.get("guards") or {}
     out = {}
     for g in rules.guards:
-        floor = float(floors.get(g.name) or 0.0)
+        pinned = float(floors.get(g.name) or 0.0)
         cand = _values(claims.valid.get(("candidate", f"guard:{g.name}"), []))
         main = _values(claims.valid.get(("main", f"guard:{g.name}"), []))
-        row: dict[str, Any] = {"floor": floor, "max_drop": g.max_drop, "depth": g.depth,
+        main_med = stats.median(main) if main else None
+        # With no pinned floor yet, main measured on this box in this round is the floor:
+        # a guard is never switched off merely because the lock is new.
+        floor, source = (pinned, "lock") if pinned > 0 else (main_med or 0.0, "main this round")
+        row: dict[str, Any] = {"floor": floor, "floor_source": source, "max_drop": g.max_drop, "depth": g.depth,
                                "min_allowed": floor * (1 - g.max_drop), "enforced": floor > 0,
                                "candidate_median": stats.median(cand) if cand else None,
-                               "main_median": stats.median(main) if main else None}
+                               "main_median": main_med}
         out[g.name] = row
         if floor <= 0:
-            warnings.append(warning("guard-unmeasured", f"guard {g.name}: guard floor not measured (0); "
-                                                        "not enforced this round"))
+            warnings.append(warning("guard-unmeasured", f"guard {g.name}: no pinned floor and no valid main "
+                                                        "reps this round; not enforced"))
             continue
         if not cand:
             infra.append(reason("guard-no-reps", f"guard {g.name}: no valid candidate reps to compare "
@@ -386,7 +441,7 @@ def _check_guards(claims: _Claims, lock: dict[str, Any], rules: GateRules,
                                   f"{_pct(med / floor - 1)} against its floor {_num(floor)}; at most "
                                   f"{g.max_drop:.1%} below ({_num(row['min_allowed'])}) is allowed",
                                   figure=f"guard:{g.name}", bar=row["min_allowed"], value=med))
-        if row["main_median"] is not None and row["main_median"] > floor * (1 + rules.significance):
+        if source == "lock" and main_med is not None and main_med > floor * (1 + rules.significance):
             warnings.append(warning("guard-floor-stale",
                                     f"guard {g.name}: main measures {_pct(row['main_median'] / floor - 1)} above "
                                     f"the floor {_num(floor)}; a stale-low floor admits regressions"))

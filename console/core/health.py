@@ -27,6 +27,8 @@ class HealthRules:
     other_cpu_cores: float = 0.5         # other processes' CPU use over the rep, in cores
     load_spike: float = 2.0              # 1-min load above preflight + engine CPUs by more than this
     retries: int = 3                     # suspect reps retried per round before it is an infra failure
+    settle_cores: float = 0.3            # before a rep, wait until other processes use fewer cores …
+    settle_max_s: float = 3.0            # … for at most this long (then run, and let the rep be judged)
 
 
 def _num(x: Any) -> bool:

@@ -239,6 +239,12 @@ def _unusable(receipt: Mapping[str, Any], verdict: Any) -> str:
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
     if outcome in UNUSABLE_OUTCOMES:
         return f"verdict outcome {outcome!r} does not vouch for main's measurements"
+    # A main that misses the parity bars is not the model the pins are about: a fast
+    # but wrong main would raise the frontier and every guard floor for good.
+    warnings = verdict.get("warnings") if isinstance(verdict, Mapping) else getattr(verdict, "warnings", None)
+    if any(isinstance(w, Mapping) and w.get("code") in ("main-parity-fail", "main-parity-error")
+           for w in warnings or []):
+        return "main failed or could not run its own parity check this round"
     return ""
 
 

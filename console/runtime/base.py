@@ -44,9 +44,19 @@ class RunResult:
     out_bytes: int = 0
     killed_reason: str | None = None    # "timeout" | "output limit" | "aborted"
     cpu_s: float | None = None          # the engine's CPU time, measured from outside
+    telemetry: dict | None = None       # the watch's summary over the engine's own run
 
 
 LogSink = Callable[[str], None]
+
+Watch = Callable[..., "RepMonitor"]  # noqa: F821
+"""Starts telemetry the moment the engine runs: ``watch(own_pids=callable)``.
+
+The runtime calls it after the engine has started and stops the monitor when it
+has exited, so container or process start and teardown (the daemon's work, not a
+neighbour's) stay out of the rep's telemetry window. ``own_pids`` names the
+engine's processes, which GPU telemetry must not mistake for foreign ones.
+"""
 
 
 class Runtime(Protocol):
@@ -58,7 +68,8 @@ class Runtime(Protocol):
     def cleanup_leftovers(self) -> int: ...
     def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink) -> BuildResult: ...  # noqa: F821
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
-            out_dir: Path, run: "RunSpec", label: str) -> RunResult: ...  # noqa: F821
+            out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
+            watch: Watch | None = None) -> RunResult: ...
     def abort(self) -> None: ...
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watchdog, dir_bytes)
+                   LogSink, RunResult, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
@@ -69,6 +69,25 @@ def _cgroup_peak_reader(container_id: str):
             except (OSError, ValueError):
                 continue
         return None
+    return read
+
+
+def _cgroup_pids_reader(container_id: str):
+    """The container's processes as host PIDs (what NVML reports), from its cgroup."""
+    candidates = [f"/sys/fs/cgroup/pids/docker/{container_id}/cgroup.procs",
+                  f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cgroup.procs",
+                  f"/sys/fs/cgroup/memory/docker/{container_id}/cgroup.procs",
+                  f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.procs",
+                  f"/sys/fs/cgroup/docker/{container_id}/cgroup.procs"]
+
+    def read() -> set[int]:
+        for p in candidates:
+            try:
+                with open(p) as f:
+                    return {int(x) for x in f.read().split()}
+            except (OSError, ValueError):
+                continue
+        return set()
     return read
 
 
@@ -245,7 +264,8 @@ class DockerRuntime:
     # --- runs ----------------------------------------------------------------
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
-            out_dir: Path, run: RunSpec, label: str, gpus: bool = False) -> RunResult:
+            out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
+            watch: Watch | None = None) -> RunResult:
         from docker.types import DeviceRequest, LogConfig, Mount
 
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -284,12 +304,16 @@ class DockerRuntime:
         dog = Watchdog(_cgroup_peak_reader(container.id), out_dir, run.output_limit_mb << 20,
                        lambda: kill("output limit"), read_cpu=_cgroup_cpu_reader(container.id))
         exit_code = None
+        monitor = None
+        telemetry = None
         try:
             if self._aborted.is_set():
                 raise InfraError("aborted")
             t0 = time.monotonic()
             container.start()
             dog.start()
+            if watch is not None:
+                monitor = watch(own_pids=_cgroup_pids_reader(container.id))
             try:
                 exit_code = int(container.wait(timeout=run.timeout_s)["StatusCode"])
             except Exception:
@@ -305,6 +329,8 @@ class DockerRuntime:
                 except Exception:
                     pass
             wall = time.monotonic() - t0
+            if monitor is not None:
+                telemetry, monitor = monitor.stop(), None
             dog.stop()
             if self._aborted.is_set() and not killed:
                 killed.append("aborted")
@@ -314,6 +340,8 @@ class DockerRuntime:
             except Exception:
                 stdout, stderr = b"", b""
         finally:
+            if monitor is not None:     # an exception left it running
+                monitor.stop()
             with self._lock:
                 self._current = None
             try:
@@ -326,7 +354,7 @@ class DockerRuntime:
         return RunResult(exit_code=None if killed else exit_code, wall_s=wall, stdout=stdout, stderr=stderr,
                          timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
                          out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None,
-                         cpu_s=dog.cpu_s)
+                         cpu_s=dog.cpu_s, telemetry=telemetry)
 
 
 def _build_context(src_dir: Path) -> io.BytesIO:

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watchdog, dir_bytes, parse_size)
+                   LogSink, RunResult, Watch, Watchdog, dir_bytes, parse_size)
 
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
@@ -68,7 +68,9 @@ class LocalRuntime:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
         try:
-            probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace")
+            # the same PATH the build runs with, so the compiler asserted is the one that builds
+            probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace",
+                                   env=_BASE_ENV)
             text = probe.stdout or probe.stderr
         except OSError as e:
             text = f"{image.compiler_probe[0]}: not runnable on this host ({e.strerror})"
@@ -106,7 +108,8 @@ class LocalRuntime:
     # --- runs ----------------------------------------------------------------
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
-            out_dir: Path, run: RunSpec, label: str, gpus: bool = False) -> RunResult:
+            out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
+            watch: Watch | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)
         args = [map_paths(a, root, inputs_dir, out_dir) for a in argv]
@@ -114,7 +117,11 @@ class LocalRuntime:
         mem = parse_size(run.memory)
 
         def limits() -> None:  # runs in the child before exec
-            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+            # A GPU runtime reserves far more address space than it uses, so with GPUs
+            # the address-space limit would kill the engine at start; the receipt's
+            # peak memory still records what it used.
+            if not gpus:
+                resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
         with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
@@ -131,6 +138,9 @@ class LocalRuntime:
             killed: list[str] = []
             dog = Watchdog(lambda: _vm_hwm(proc.pid), out_dir, run.output_limit_mb << 20,
                            lambda: (killed.append("output limit"), _kill_group(proc))).start()
+            # The engine is the console's child: host telemetry counts it as the console's
+            # own once reaped, and GPU telemetry finds it by ancestry.
+            monitor = watch(own_pids=lambda: {proc.pid}) if watch is not None else None
             status, rusage = 0, None
             while True:
                 pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
@@ -144,6 +154,7 @@ class LocalRuntime:
                     _kill_group(proc)
                 time.sleep(0.005)
             wall = time.monotonic() - t0
+            telemetry = monitor.stop() if monitor is not None else None
             proc.returncode = os.waitstatus_to_exitcode(status)
             _kill_group(proc)  # children that outlived their parent go too
             dog.stop()
@@ -159,7 +170,7 @@ class LocalRuntime:
         return RunResult(exit_code=None if killed else proc.returncode, wall_s=wall, stdout=stdout,
                          stderr=stderr, timed_out=bool(killed and killed[0] == "timeout"),
                          peak_mem_bytes=peak, out_bytes=dir_bytes(out_dir),
-                         killed_reason=killed[0] if killed else None, cpu_s=cpu)
+                         killed_reason=killed[0] if killed else None, cpu_s=cpu, telemetry=telemetry)
 
 
 def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None) -> str:

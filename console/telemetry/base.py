@@ -81,6 +81,10 @@ class Telemetry(abc.ABC):
     def monitor(self, interval_s: float = 0.25, **kwargs: Any) -> "RepMonitor":
         """Start sampling around one rep (a background thread)."""
 
+    def settle(self, quiet_cores: float, max_s: float) -> dict[str, Any]:
+        """Wait for a quiet node before a rep; telemetry that cannot tell does not wait."""
+        return {"waited_s": 0.0, "other_cores": None, "quiet": True}
+
     def close(self) -> None:
         """Release the library handle, if any."""
 

@@ -220,17 +220,36 @@ class HostTelemetry(Telemetry):
             "temp_c": max(temps) if temps else None,
         }
 
+    def other_busy_cores(self, window_s: float) -> float | None:
+        """Cores kept busy by processes other than the console's tree over ``window_s``."""
+        s0, own0, t0 = self.proc.stat(), self.proc.tree_cpu_s(self.pid), time.monotonic()
+        time.sleep(window_s)
+        s1, own1, t1 = self.proc.stat(), self.proc.tree_cpu_s(self.pid), time.monotonic()
+        if not (s0 and s1 and s1["total"] > s0["total"]):
+            return None
+        busy = (s1["busy"] - s0["busy"]) / (s1["total"] - s0["total"]) * (s1.get("cores") or 1)
+        return max(0.0, busy - (own1 - own0) / max(t1 - t0, 1e-6))
+
+    def settle(self, quiet_cores: float, max_s: float, window_s: float = 0.1) -> dict[str, Any]:
+        """Wait (at most ``max_s``) until other processes use fewer than ``quiet_cores``.
+
+        A container's teardown goes on in the daemon after its removal returns; without
+        a quiet start the next rep would time itself against the previous one's cleanup.
+        Returns how long it waited and the last reading, for the rep's record.
+        """
+        t0 = time.monotonic()
+        other = None
+        while True:
+            other = self.other_busy_cores(window_s)
+            if other is None or other < quiet_cores or time.monotonic() - t0 >= max_s:
+                break
+        return {"waited_s": round(time.monotonic() - t0, 3), "other_cores": None if other is None else round(other, 3),
+                "quiet": other is None or other < quiet_cores}
+
     def preflight(self, window_s: float = 0.5) -> dict[str, Any]:
         facts = self.facts()
         # other processes' CPU over a short window: the console itself is idle here
-        s0, own0 = self.proc.stat(), self.proc.tree_cpu_s(self.pid)
-        time.sleep(window_s)
-        s1, own1 = self.proc.stat(), self.proc.tree_cpu_s(self.pid)
-        other = None
-        if s0 and s1 and s1["total"] > s0["total"]:
-            cores = s1.get("cores") or 1
-            busy = (s1["busy"] - s0["busy"]) / (s1["total"] - s0["total"]) * cores
-            other = max(0.0, busy - (own1 - own0) / window_s)
+        other = self.other_busy_cores(window_s)
         facts["other_busy_cores"] = None if other is None else round(other, 3)
         findings = host_findings(facts)
         if self.nvml_unavailable:

@@ -132,6 +132,9 @@ class NvmlTelemetry(Telemetry):
         return getattr(self.nv, name, None)
 
     # --- preflight ---------------------------------------------------------
+    def settle(self, quiet_cores: float, max_s: float) -> dict[str, Any]:
+        return self.host.settle(quiet_cores, max_s)
+
     def preflight(self, window_s: float = 0.5) -> dict[str, Any]:
         ns: list[str] = []
         errs: list[str] = []

@@ -82,7 +82,7 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
                  lock: dict[str, Any] | None = None, rules: GateRules | None = None,
                  cand_parity: list[dict[str, Any]] | None = None, main_parity: list[dict[str, Any]] | None = None,
                  cand_error: str | None = None, scored_path: dict[str, Any] | None = None,
-                 shortcut: str = "seek", kind: str = "round", status: str = "complete") -> dict[str, Any]:
+                 timed_path: dict[str, Any] | None = None, shortcut: str = "seek", kind: str = "round", status: str = "complete") -> dict[str, Any]:
     """A complete, consistent round receipt: candidate ~6% faster, clean parity, measured pins."""
     rules = rules or default_rules()
     bench = dict(BENCH, shortcut=shortcut, seek_bytes_per_position=4096 if shortcut == "seek" else 0)
@@ -105,6 +105,9 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
     sp = scored_path if scored_path is not None else {
         "main": {"depth": 1024, "top1": 1.0, "kl": 1e-6, "error": None},
         "candidate": {"depth": 1024, "top1": 1.0, "kl": 2e-6, "error": None}}
+    tp = timed_path if timed_path is not None else {
+        "depth": 4096, "tokens": 192, "basis": "main", "main_rep": 0, "error": None,
+        "candidate": [{"index": i, "attempt": 0, "kl": 0.0, "top1": 1.0, "error": None} for i in range(len(cand))]}
     rules_dict = asdict(rules)
     return {
         "schema": "bench-console/receipt/1", "kind": kind, "round_id": "20261202T163000Z-1a2b3c",
@@ -129,6 +132,7 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
                           "depths": [] if cand_error else
                           (cand_parity if cand_parity is not None else depth_figures(kl=2e-6))},
             "scored_path": sp,
+            "timed_path": tp,
         },
         "reps": reps,
         "lock": lock,

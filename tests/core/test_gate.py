@@ -220,6 +220,41 @@ def test_infra_receipt_is_infra():
     assert v.outcome == "infra" and "fell off the bus" in v.reasons[0]["message"]
 
 
+# --- the timed path's own output -----------------------------------------------------
+
+def _timed_rows(*rows):
+    return {"depth": 4096, "tokens": 192, "basis": "main", "main_rep": 0, "error": None,
+            "candidate": [dict({"index": i, "attempt": 0, "error": None}, **r) for i, r in enumerate(rows)]}
+
+
+def test_timed_path_diverging_from_main_rejects_without_speed_credit():
+    r = make_receipt(timed_path=_timed_rows({"kl": 0.0, "top1": 1.0}, {"kl": 0.9, "top1": 0.0}))
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and v.tier is None and "suppressed" in v.speed
+    assert codes(v) == ["timed-path-kl", "timed-path-top1"]
+    assert "candidate timed rep 1" in v.reasons[0]["message"] and v.reasons[0]["depth"] == 4096
+    assert v.parity["timed_path"]["status"] == "fail"
+
+
+def test_timed_rep_without_its_logits_rejects():
+    r = make_receipt(timed_path=_timed_rows({"kl": None, "top1": None, "error": "bench_logits.npy: missing"}))
+    assert codes(decide(r, RULES)) == ["timed-path-error"]
+
+
+def test_timed_path_small_drift_passes():
+    r = make_receipt(timed_path=_timed_rows({"kl": 0.004, "top1": 1.0}, {"kl": 0.001, "top1": 1.0}))
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and v.parity["timed_path"]["worst_kl"] == 0.004
+
+
+def test_timed_path_not_compared_is_said_not_failed():
+    r = make_receipt(timed_path={"depth": 4096, "candidate": [], "error": "no timed rep of main ran"})
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and "timed-path-unchecked" in warn_codes(v)
+    del r["parity"]["timed_path"]           # a receipt from before the check existed
+    assert decide(r, RULES).parity["timed_path"] == {"status": "unchecked"}
+
+
 # --- guards --------------------------------------------------------------------------
 
 def test_guard_breach_rejects():
@@ -234,8 +269,24 @@ def test_guard_within_its_drop_passes():
     assert decide(r, RULES).outcome == "accepted"
 
 
-def test_unmeasured_guard_floor_is_not_enforced():
-    r = make_receipt(guards={"decode_ctx128": ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0))})
+def test_without_a_pinned_floor_main_this_round_is_the_guard_floor():
+    r = make_receipt(guards={"decode_ctx128": ((100.0, 101.0, 99.0), (70.0, 71.0, 69.0))})
+    r["lock"]["guards"]["decode_ctx128"] = 0.0
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["guard-breach"]
+    row = v.speed["guards"]["decode_ctx128"]
+    assert (row["floor"], row["floor_source"]) == (100.0, "main this round")
+
+
+def test_without_a_pinned_floor_a_candidate_level_with_main_passes_the_guard():
+    r = make_receipt(guards={"decode_ctx128": ((100.0, 101.0, 99.0), (99.0, 100.0, 98.5))})
+    r["lock"]["guards"]["decode_ctx128"] = 0.0
+    v = decide(r, RULES)
+    assert v.outcome == "accepted" and v.speed["guards"]["decode_ctx128"]["enforced"]
+
+
+def test_guard_with_no_floor_and_no_main_reps_is_said_not_enforced():
+    r = make_receipt(guards={"decode_ctx128": ((), (1.0, 1.0, 1.0))})
     r["lock"]["guards"]["decode_ctx128"] = 0.0
     v = decide(r, RULES)
     assert v.outcome == "accepted" and "guard-unmeasured" in warn_codes(v)

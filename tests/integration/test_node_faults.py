@@ -34,6 +34,9 @@ class ThrottleOn:
     def gpus(self):
         return self.inner.gpus()
 
+    def settle(self, quiet_cores, max_s):
+        return self.inner.settle(quiet_cores, max_s)
+
     def monitor(self, interval_s=0.25, **kw):
         self.calls += 1
         throttled = self.always or self.calls in self.bad

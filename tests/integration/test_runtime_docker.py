@@ -118,3 +118,52 @@ def test_unreachable_daemon_says_so(monkeypatch):
         DockerRuntime()
     assert "Docker is not reachable" in e.value.message
     assert "Start the Docker daemon" in e.value.hint
+
+
+class PidRecorder:
+    """A watch that records the PIDs the runtime calls the engine's own, sample by sample."""
+
+    def __init__(self):
+        self.seen: list[set[int]] = []
+        self.monitor = None
+
+    def __call__(self, own_pids):
+        from console.telemetry.base import RepMonitor
+        seen = self.seen
+
+        class M(RepMonitor):
+            def _sample(self):
+                pids = set(own_pids())
+                seen.append({pid: _cmdline(pid) for pid in pids})
+                return {}
+
+            def _summary(self, samples, duration_s):
+                return {"source": "recorder"}
+
+        self.monitor = M(0.05)
+        return self.monitor
+
+
+def test_telemetry_window_covers_the_engine_and_names_its_host_pids(hostile, tmp_path):
+    profile, rt, built = hostile
+    watch = PidRecorder()
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    res = rt.run(built, ["/engine/engine", "bench", "--depth", "2", "--out", "/out"],
+                 src_dir=Path(profile.source.path), inputs_dir=inputs, out_dir=tmp_path / "o",
+                 run=replace(profile.run, timeout_s=2), label="watch", watch=watch)
+    assert res.killed_reason == "timeout"
+    # The summary comes back with the result, and the window closed inside the run's wall time.
+    assert res.telemetry["source"] == "recorder" and res.telemetry["duration_s"] <= res.wall_s
+    # While the engine ran, its processes were named by host PID (what NVML reports), so GPU
+    # telemetry never takes the engine for a foreign process.
+    cmdlines = [c for s in watch.seen for c in s.values()]
+    assert any(cmdlines) and all(c.startswith("/engine/engine bench") for c in cmdlines if c), cmdlines
+    assert _no_leftovers(rt)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""

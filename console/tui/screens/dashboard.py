@@ -163,9 +163,9 @@ class DashboardScreen(Screen[None]):
         rep = e.rep or {}
         self.reps.done(rep)
         value = rep.get("value")
-        # Only what the rep record itself marks as a timed, usable value is plotted.
-        if rep.get("phase") == "timed" and rep.get("status") in ("ok", "suspect") \
-                and isinstance(value, (int, float)):
+        # Only what the rep record itself marks as a timed, usable value is plotted: a
+        # suspect rep is left out here as the gate leaves it out.
+        if rep.get("phase") == "timed" and rep.get("status") == "ok" and isinstance(value, (int, float)):
             build = str(rep.get("build"))
             self.query_one(RepSummary).add(build, float(value))
             self.query_one(RepPlot).add(build, int(rep.get("position") or 0), float(value))
