@@ -129,10 +129,6 @@ def cmd_resume(args) -> int:
     plan = journal.round_plan(jr.events)
     if plan is None:
         raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
-    ended = [e for e in jr.events if e.get("kind") == "round_ended"]
-    if ended and ended[-1].get("status") in ("complete", "refused"):
-        raise UsageError(f"round {plan['round_id']} already ended ({ended[-1]['status']})",
-                         "Start a new round instead.")
     from . import store
     entries, _ = store.read_ledger(plan["out_dir"])
     sealed = [e for e in entries if e.round_id == plan["round_id"]]
@@ -140,6 +136,10 @@ def cmd_resume(args) -> int:
         raise UsageError(f"round {plan['round_id']} is already sealed in {plan['out_dir']} "
                          f"(receipt {sealed[0].id[:12]}, {sealed[0].outcome})",
                          "A sealed round is never re-run into the ledger; start a new round instead.")
+    ended = [e for e in jr.events if e.get("kind") == "round_ended"]
+    if ended and ended[-1].get("status") in ("complete", "refused"):
+        raise UsageError(f"round {plan['round_id']} already ended ({ended[-1]['status']})",
+                         "Start a new round instead.")
     resume = _Resume(plan=plan, events=jr.events, reps=journal.completed_reps(jr.events))
     profile = load_profile(plan["profile_path"])
     lock = Path(plan.get("lock_path") or Path(plan["out_dir"]) / "reference.lock")

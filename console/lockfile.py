@@ -22,9 +22,21 @@ def ensure(path: Path, profile: Profile, template: Path | None = None) -> Path:
     return path
 
 
-def pins_for(path: Path, profile: Profile) -> dict:
-    """The pins a round is judged against (0 = not measured)."""
+def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> dict:
+    """The pins a round is judged against (0 = not measured).
+
+    With ``ledger_dir``, every non-zero pin must first trace to a sealed receipt there:
+    a hand-edited floor or frontier would otherwise judge the round unseen.
+    """
     model = L.model(store.read_lock(path))
+    if ledger_dir is not None:
+        bad = [p for p in L.verify_lock(model, store.ledger_receipts(ledger_dir), file=str(path)) if p.fatal]
+        if bad:
+            raise UsageError(f"{path} does not trace to the ledger in {ledger_dir}: "
+                             + "; ".join(str(p) for p in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
+                             f"Every non-zero pin must cite a sealed receipt of {ledger_dir}. Restore the lock, "
+                             "or set the slot to 0 (not measured) and let a sealed round measure it; "
+                             f"`console lock verify {path} --ledger {ledger_dir}` lists every problem.")
     for key, pinned in (("document_sha256", profile.parity.document_sha256),
                         ("reference_sha256", profile.parity.reference_sha256)):
         locked = (model.get("parity") or {}).get(key)

@@ -293,7 +293,7 @@ _MAX_HEADER = 10000          # numpy's own default cap on header size
 
 def read_logits(path: str | os.PathLike[str], *, depths: int, rows: int, vocab: int,
                 max_bytes: int) -> np.ndarray:
-    """Read an engine's parity logits as float64 of shape ``[depths, rows, vocab]``.
+    """Read an engine's parity logits, of shape ``[depths, rows, vocab]`` (read-only, as stored).
 
     The file must be a ``.npy`` holding float32 or float64 (either byte order), of
     shape ``[depths, rows, vocab]`` or, when ``rows == 1``, ``[depths, vocab]``
@@ -306,7 +306,7 @@ def read_logits(path: str | os.PathLike[str], *, depths: int, rows: int, vocab: 
 
 
 def read_row_logits(path: str | os.PathLike[str], vocab: int, max_bytes: int) -> np.ndarray:
-    """Read the bench's ``bench_logits.npy``: float64 of shape ``[vocab]``."""
+    """Read the bench's ``bench_logits.npy``: shape ``[vocab]`` (read-only, as stored)."""
     return _read_npy(path, [(vocab,)], max_bytes)
 
 
@@ -351,15 +351,25 @@ def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_b
         body = f.read(count * dtype.itemsize)
     if len(body) != count * dtype.itemsize:   # the file shrank while being read
         raise ParityInputError(f"{name}: truncated while reading")
-    arr = np.frombuffer(body, dtype=dtype, count=count)
-    arr = arr.reshape(shape, order="F" if fortran else "C").astype(np.float64)
+    # A read-only view of the bytes read, in the file's own precision: the grading widens
+    # each row to float64 as it goes, so a large file costs its own size once, not three times.
+    flat = np.frombuffer(body, dtype=dtype, count=count)
+    if not dtype.isnative:
+        flat = flat.astype(dtype.newbyteorder("="))
+    _check_finite(name, flat, shape, fortran)
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _check_finite(name: str, flat: np.ndarray, shape: tuple[int, ...], fortran: bool) -> None:
+    """Refuse NaN/inf, naming the first bad index; scanned in chunks, no full-size mask."""
+    step = 1 << 20
+    if all(np.isfinite(flat[i:i + step]).all() for i in range(0, flat.size, step)):
+        return
+    arr = flat.reshape(shape, order="F" if fortran else "C")     # the refusal path only
     bad = ~np.isfinite(arr)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        nan = int(np.isnan(arr).sum())
-        raise ParityInputError(f"{name}: {int(bad.sum())} non-finite values ({nan} NaN), first at "
-                               f"index {list(where)}")
-    return np.ascontiguousarray(arr)
+    where = [int(i) for i in np.argwhere(bad)[0]]
+    raise ParityInputError(f"{name}: {int(bad.sum())} non-finite values ({int(np.isnan(arr).sum())} NaN), "
+                           f"first at index {where}")
 
 
 def _npy_header(name: str, head: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int]:

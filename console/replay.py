@@ -24,6 +24,8 @@ from console import events as ev
 
 EXIT_REPLAY_ABORTED = 130
 MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
+NOT_REDERIVED = ("this receipt cannot be judged by this version of the gate: its verdict is shown "
+                 "as recorded, not re-derived")
 
 
 class _Paced:
@@ -159,7 +161,12 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
     profile = receipt.get("profile") or {}
     runtime = receipt.get("runtime") or {}
     parity = receipt.get("parity") or {}
-    verdict = graded["verdict"] if graded else (receipt.get("verdict") or {})
+    if graded:
+        verdict = graded["verdict"]
+    else:   # shown, never passed off as re-derived
+        stored = receipt.get("verdict") or {}
+        verdict = {**stored, "warnings": list(stored.get("warnings") or []) + [
+            {"code": "not-rederived", "message": NOT_REDERIVED}]}
     builds = receipt.get("builds") or {}
     depths = sorted({d.get("depth") for b in ("main", "candidate")
                      for d in (parity.get(b) or {}).get("depths") or [] if "depth" in d})
@@ -171,6 +178,8 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
     yield ev.Notice(level="info", code="replay-receipt",
                     message="replay of a sealed receipt: build logs, telemetry samples and "
                             "notices are not kept in a receipt", at=t)
+    if not graded:
+        yield ev.Notice(level="warn", code="not-rederived", message=NOT_REDERIVED, at=t)
     yield ev.PhaseStarted(phase="build", at=t)
     for name, b in builds.items():
         yield ev.BuildStarted(build=name, source=b.get("source") or {}, at=t)

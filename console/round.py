@@ -186,6 +186,10 @@ class Round:
         self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
         left = rt.cleanup_leftovers(stale_after_s=max(600.0, 2 * p.run.timeout_s)) \
             if rt.kind == "docker" else 0
+        if cfg.resume and rt.kind == "docker":
+            # the rep in flight when the console died may still be running: it must not
+            # compete with the resumed reps
+            left += rt.cleanup_round()
         host = host_facts(rt)
         tele = cfg.telemetry or _open_telemetry()
         host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
@@ -464,10 +468,12 @@ class Round:
                 if phase in ("warmup", "timed"):
                     self._emit(ev.PhaseStarted(phase="warm" if phase == "warmup" else "reps"))
             key = (item.build, item.phase, item.index)
+            attempt = 0
             if key in done:
                 receipt["reps"].extend(done[key])
-                continue
-            attempt = 0
+                if item.phase != "warmup":
+                    continue
+                attempt = len(done[key])   # a resumed round warms up again: the node went cold
             while True:
                 rec, out_dir = self._run_item(ctx, item, attempt)
                 receipt["reps"].append(rec)
@@ -574,7 +580,7 @@ class Round:
         pins = {"frontier": 0.0, "frontier_slot": "", "anchor": self.p.gate.anchor,
                 "guards": {g.name: 0.0 for g in self.p.gate.guards}, "noise_spread": None}
         if self.cfg.lock_path and Path(self.cfg.lock_path).exists():
-            pins.update(lockfile.pins_for(Path(self.cfg.lock_path), self.p))
+            pins.update(lockfile.pins_for(Path(self.cfg.lock_path), self.p, ledger_dir=self.cfg.out_dir))
         return pins
 
     def _seal(self, receipt: dict) -> None:

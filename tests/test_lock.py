@@ -409,3 +409,24 @@ def test_a_pin_citing_an_infra_round_is_named(world):
     lock, receipts, (a_id, _, _) = world
     receipts[a_id] = dict(receipts[a_id], status="infra")
     assert {p.code for p in K.verify_lock(lock, receipts)} == {"wrong-receipt"}
+
+
+def test_a_round_refuses_a_hand_filled_pin_before_building(tmp_path):
+    from console import events as ev, lockfile, sources
+    from console.cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
+    from console.profile import load_profile
+    from console.round import Round, RoundConfig
+    profile = load_profile(DEMO_PROFILE)
+    lock = lockfile.ensure(tmp_path / "reference.lock", profile)
+    doc = store.read_lock(lock)
+    doc["baselines"][K.guard_slots(profile)["decode_ctx128"]]["value"] = 1.0      # a floor nobody measured
+    store.write_lock(lock, doc)
+    cfg = RoundConfig(profile=profile, main=sources.parse_spec(str(DEMO_MAIN)),
+                      candidate=("patch", str(DEMO_CANDIDATES / "fast.patch")), out_dir=tmp_path,
+                      runtime="local", reps=2, lock_path=lock)
+    rnd = Round(cfg)
+    events = list(rnd.events())
+    assert rnd.exit_code == 2
+    assert not any(isinstance(e, ev.BuildStarted) for e in events)
+    [end] = [e for e in events if isinstance(e, ev.RoundEnded)]
+    assert "ctx128" in end.message and "unsourced" in end.message

@@ -160,7 +160,8 @@ def try_read(path, *, depths=3, rows=2, vocab=8, max_bytes=1 << 20):
     except ParityInputError as e:
         assert str(e)
         return None
-    assert a.dtype == np.float64 and a.shape == (depths, rows, vocab) and np.isfinite(a).all()
+    assert a.dtype in (np.float32, np.float64) and a.dtype.isnative and a.shape == (depths, rows, vocab)
+    assert np.isfinite(a).all()
     return a
 
 

@@ -552,7 +552,10 @@ def decide(receipt: dict[str, Any], rules: GateRules) -> Verdict:
         return verdict("infra", [reason("node-fault", f"infra: {why}", build=None)],
                        {"suppressed": "infra"})
     if parity_reasons:
-        return verdict("rejected", parity_reasons, {"suppressed": "parity failed: no speed credit is computed"})
+        # Every reason is listed: what the candidate's timed reps claimed, where they ran, too.
+        refused = _check_claims(receipt, rules).problems["candidate"]
+        return verdict("rejected", parity_reasons + refused,
+                       {"suppressed": "parity failed: no speed credit is computed"})
     if parity["all_uncheckable"]:
         return verdict("uncheckable", [reason("parity-uncheckable",
                                               "every depth has a near-uniform reference: parity cannot "

@@ -236,6 +236,15 @@ def test_timed_path_diverging_from_main_rejects_without_speed_credit():
     assert v.parity["timed_path"]["status"] == "fail"
 
 
+def test_a_parity_rejection_still_lists_the_refused_claims():
+    r = make_receipt(timed_path=_timed_rows({"kl": 0.7, "top1": 1.0}))
+    for x in timed(r, "candidate"):
+        x["peak_mem_bytes"] = 2**20          # a seek that never allocated its cache
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and v.tier is None
+    assert codes(v)[0] == "timed-path-kl" and "claim-seek-memory" in codes(v)
+
+
 def test_timed_rep_without_its_logits_rejects():
     r = make_receipt(timed_path=_timed_rows({"kl": None, "top1": None, "error": "bench_logits.npy: missing"}))
     assert codes(decide(r, RULES)) == ["timed-path-error"]

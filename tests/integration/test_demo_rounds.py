@@ -80,6 +80,8 @@ def test_fast_is_accepted_with_a_tier_and_a_faster_median(shared):
         assert r["builds"][b]["image_id"].startswith("sha256:")
         assert r["builds"][b]["compiler"] == load_profile(DEMO_PROFILE).image.compiler
     assert r["builds"]["main"]["image_id"] != r["builds"]["candidate"]["image_id"]
+    # the timed path computed what main's did, rep by rep
+    assert v["parity"]["timed_path"]["status"] == "pass" and v["parity"]["timed_path"]["reps"] >= 5
     assert all(x["peak_mem_bytes"] for x in timed)                        # measured from the cgroup
     assert v["speed"]["gain"] > 0 and v["speed"]["interval"][0] > 0
 
@@ -105,9 +107,11 @@ def test_inflate_is_refused_by_the_wall_clock_differential(shared):
     assert v["tier"] is None
 
 
-def test_fake_seek_is_refused_by_peak_memory(shared):
+def test_fake_seek_is_refused_by_peak_memory_and_by_its_own_output(shared):
     v = verdict_of(shared[1]["fake-seek"][1])
-    assert v["outcome"] == "rejected" and "claim-seek-memory" in codes(v), v
+    # it never allocated the cache it claims, and attending over fewer positions changed its logits
+    assert v["outcome"] == "rejected" and {"claim-seek-memory", "timed-path-kl"} <= codes(v), v
+    assert v["tier"] is None
 
 
 def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_path, capsys):

@@ -81,3 +81,11 @@ def test_sigkill_mid_reps_then_resume_gives_a_sealed_receipt_with_the_earlier_re
     assert {(x["build"], x["index"], x["wall_s"]) for x in before} <= kept
     assert len({(x["build"], x["index"]) for x in timed}) == 8
     assert store.verify_dir(out) == [] or all(not p.fatal for p in store.verify_dir(out))
+    # the resumed round warmed each build up again before its remaining reps
+    warm = [x for x in receipt["reps"] if x["phase"] == "warmup"]
+    assert {x["build"] for x in warm if x["attempt"] >= 1} == {"main", "candidate"}
+    # and a sealed round is never resumed into the ledger a second time
+    again = subprocess.run(CONSOLE + ["resume", str(_journal(out)), "--headless"], cwd=ROOT, capture_output=True,
+                           text=True, env=dict(os.environ, NO_COLOR="1"), timeout=120)
+    assert again.returncode == 2 and "already sealed" in again.stdout + again.stderr
+    assert len((out / "ledger.jsonl").read_text().splitlines()) == 1

@@ -120,6 +120,17 @@ def test_unreachable_daemon_says_so(monkeypatch):
     assert "Start the Docker daemon" in e.value.hint
 
 
+def test_a_round_with_no_daemon_exits_with_the_infrastructure_code(tmp_path):
+    import subprocess
+    import sys
+    env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock", NO_COLOR="1")
+    r = subprocess.run([sys.executable, "-m", "console.cli", "demo", "--headless", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "Docker is not reachable" in r.stdout + r.stderr and "--runtime local" in r.stdout + r.stderr
+
+
 class PidRecorder:
     """A watch that records the PIDs the runtime calls the engine's own, sample by sample."""
 
