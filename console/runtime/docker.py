@@ -146,7 +146,12 @@ class DockerRuntime:
         }
 
     def has_gpu_runtime(self) -> bool:
-        return "nvidia" in (self.client.info().get("Runtimes") or {})
+        """Whether `--gpus`-style device requests can work: an `nvidia` runtime registered with
+        the daemon, or (the container toolkit's default) the hook the daemon calls for them."""
+        if "nvidia" in (self.client.info().get("Runtimes") or {}):
+            return True
+        import shutil
+        return shutil.which("nvidia-container-runtime-hook") is not None
 
     def cleanup_round(self) -> int:
         """Remove every container of this round (the normal end of a round)."""
