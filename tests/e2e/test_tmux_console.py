@@ -21,7 +21,7 @@ def test_demo_round_in_a_real_terminal_shows_the_verdict(tmp_path, base_image):
     session = f"bench-console-{int(time.time())}"
     out = tmp_path / "out"
     console = ROOT / ".venv" / "bin" / "console"
-    cmd = (f"cd {ROOT} && TERM=xterm-256color {console} demo --candidate fast --reps 3 --out {out}; "
+    cmd = (f"cd {ROOT} && TERM=xterm-256color {console} demo --candidate fast --reps 5 --out {out}; "
            f"echo $? > {tmp_path}/exit; sleep 30")
     # Size the window first, then start the app in it: a server that already runs may
     # give a new detached window its own default size until it is resized.

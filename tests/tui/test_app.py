@@ -255,3 +255,20 @@ async def test_stream_error_is_reported():
         entries = app.dashboard.notices.entries
         assert ("error", "stream-error", "RuntimeError: docker daemon went away") in entries
         assert "daemon went away" in screen_text(app)
+
+
+async def test_reps_table_follows_the_newest_rep_until_the_user_reads_an_older_one(recorded):
+    app, source = _app(recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        half = index_of(recorded, lambda e: isinstance(e, ev.RepDone) and e.rep["phase"] == "timed")
+        await feed(pilot, source, half)
+        table = app.dashboard.reps
+        assert table.cursor_row == table.row_count - 1           # following, focused or not
+        table.focus()
+        await pilot.pause()
+        await feed(pilot, source, half + 4)
+        assert table.cursor_row == table.row_count - 1           # focus alone does not stop it
+        await pilot.press("up", "up")
+        reading = table.cursor_row
+        await feed(pilot, source, len(recorded))
+        assert table.cursor_row == reading < table.row_count - 1  # the reader's row stays put

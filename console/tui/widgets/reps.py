@@ -31,6 +31,7 @@ class RepTable(DataTable):
         self.records: dict[str, dict[str, Any]] = {}
         self._done: set[str] = set()
         self._follow_pending = False
+        self._followed_row = 0      # where following last put the cursor
 
     def on_mount(self) -> None:
         # Widths fit the right-hand column at 120 cells; flags share the status cell.
@@ -46,8 +47,15 @@ class RepTable(DataTable):
         self._follow()
 
     def _follow(self) -> None:
-        # Follow the newest rep unless the user is reading the table.
-        if not self.has_focus:
+        # Follow the newest rep unless the user moved the cursor to read an older one.
+        # (Focus alone is no sign of reading: it can land here when other widgets hide.)
+        if not self.has_focus or self.cursor_row == self._followed_row:
+            self._follow_pending = True
+
+    def on_resize(self, event: events.Resize) -> None:
+        # The dashboard shrinks this table when the verdict arrives: a follower keeps the
+        # newest row in view at the new height.
+        if self.row_count and self.cursor_row == self._followed_row:
             self._follow_pending = True
 
     async def _on_idle(self, event: events.Idle) -> None:
@@ -58,6 +66,10 @@ class RepTable(DataTable):
             self._follow_pending = False
             # The cursor follows too, so `l` opens the newest rep by default.
             self.move_cursor(row=self.row_count - 1, animate=False, scroll=True)
+            self._followed_row = self.row_count - 1
+            # The scroll above is clamped to the size known before this refresh; once the
+            # new rows are laid out, go all the way down (the cursor sits on the last row).
+            self.call_after_refresh(self.scroll_end, animate=False, x_axis=False)
         await Widget._on_idle(self, event)
         event.prevent_default()
 
