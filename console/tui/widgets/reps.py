@@ -12,6 +12,7 @@ from textual_plotext import PlotextPlot
 
 _STATUS_STYLE = {"ok": "green", "running": "dim", "suspect": "yellow"}
 _BUILD_SHORT = {"main": "main", "candidate": "cand"}
+PLOT_WINDOW = 120        # positions shown in the reps plot
 PLOT_REDRAW_S = 0.5   # the plot shows a trend; redrawing it per rep would dominate CPU
 
 
@@ -171,9 +172,14 @@ class RepPlot(PlotextPlot):
         self._timer = None
         plt = self.plt
         plt.clear_data()
-        plt.title("timed reps: value by position")
+        # A plot a few dozen cells wide cannot show more positions than this; drawing
+        # thousands of points would only cost the screen its responsiveness.
+        last = max((xs[-1] for xs, _ in self.series.values() if xs), default=0)
+        since = last - PLOT_WINDOW
+        plt.title("timed reps: value by position" + (f" (last {PLOT_WINDOW})" if since > 0 else ""))
         for build, color in (("main", "blue"), ("candidate", "orange")):
             xs, ys = self.series.get(build, ([], []))
-            if xs:
-                plt.scatter(xs, ys, label=_BUILD_SHORT[build], color=color, marker="dot")
+            i = bisect.bisect_right(xs, since) if since > 0 else 0
+            if xs[i:]:
+                plt.scatter(xs[i:], ys[i:], label=_BUILD_SHORT[build], color=color, marker="dot")
         self.refresh()
