@@ -4,7 +4,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from console.core.gate import BANDS, Verdict, band, decide, decide_noise
+from console.core.gate import BANDS, Verdict, _check_claims, band, decide, decide_noise
 from console.profile import Bands, rules_from_dict
 
 from .receipts import default_rules, depth_figures, make_receipt, timed, variant
@@ -159,6 +159,35 @@ def test_differential_refuses_an_inflated_rate():
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["claim-differential"]
     assert "rate not supported by wall clock" in v.reasons[0]["message"]
+
+
+def _padded(pad_s: float):
+    """A candidate that claims 2x its real speed and idles ``pad_s`` on every short run."""
+    r = make_receipt()
+    for rep in r["reps"]:
+        if rep["build"] == "candidate" and rep["phase"] in ("timed", "short"):
+            real = rep["value"]
+            rep["value"] = rep["reported"]["value"] = real * 2
+            rep["reported"]["elapsed_s"] = rep["tokens"] / (real * 2)
+            if rep["phase"] == "short":
+                rep["wall_s"] += pad_s
+    return r
+
+
+def test_short_runs_padded_to_prop_up_an_inflated_rate_are_refused_by_their_fixed_cost():
+    r = _padded(0.5)
+    claims = _check_claims(r, RULES)
+    d = claims.differential["candidate"]
+    assert d["rate"] >= d["required_rate"]              # the padding does fool the slope …
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["claim-overhead"]   # … not the intercept
+    assert "fixed cost per run" in v.reasons[0]["message"]
+    assert d["overhead_s"] > claims.differential["main"]["overhead_s"] + 0.25
+
+
+def test_an_honest_candidate_has_main_s_fixed_cost():
+    claims = _check_claims(make_receipt(), RULES)
+    assert abs(claims.differential["candidate"]["overhead_s"] - claims.differential["main"]["overhead_s"]) < 1e-3
 
 
 def test_differential_refuses_when_long_runs_are_not_longer():
