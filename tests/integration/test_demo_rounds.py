@@ -158,7 +158,8 @@ def test_touching_the_apparatus_is_refused_before_building(tmp_path, base_image)
 
 
 def test_local_runtime_round_says_which_runtime_ran_it(tmp_path):
-    rnd, events = run_demo("fast", tmp_path / "local", runtime="local")
+    # fast gains ~+25-30 % on some CPUs: 3 pairs leave an interval that can include zero
+    rnd, events = run_demo("fast", tmp_path / "local", reps=6, runtime="local")
     v = verdict_of(events)
     assert rnd.receipt["runtime"]["kind"] == "local" and rnd.receipt["runtime"]["lacks"]
     assert v["outcome"] == "accepted", v
