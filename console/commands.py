@@ -130,11 +130,11 @@ def cmd_resume(args) -> int:
     if plan is None:
         raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
     from . import store
-    entries, _ = store.read_ledger(plan["out_dir"])
-    sealed = [e for e in entries if e.round_id == plan["round_id"]]
+    from .core.ledger import find_round
+    sealed = find_round(store.read_ledger(plan["out_dir"])[0], plan["round_id"])
     if sealed:
         raise UsageError(f"round {plan['round_id']} is already sealed in {plan['out_dir']} "
-                         f"(receipt {sealed[0].id[:12]}, {sealed[0].outcome})",
+                         f"(receipt {sealed.id[:12]}, {sealed.outcome})",
                          "A sealed round is never re-run into the ledger; start a new round instead.")
     ended = [e for e in jr.events if e.get("kind") == "round_ended"]
     if ended and ended[-1].get("status") in ("complete", "refused"):

@@ -64,11 +64,11 @@ def seal_into(out_dir: str | os.PathLike[str], receipt: Mapping[str, Any], seale
     with _locked_ledger(out) as f:
         data = _drop_torn_tail(f)
         prev = _last_id(data)
-        sealed = _sealed_as(data, receipt.get("round_id"))
+        sealed = L.find_round(L.parse_ledger(data.decode("utf-8", "replace"))[0], receipt.get("round_id"))
         if sealed:
             # One round, one line: a resumed or retried round must not be banked twice.
             raise AlreadySealed(f"round {receipt.get('round_id')} is already sealed in {out / L.LEDGER_FILE} "
-                                f"as receipt {sealed[:12]}")
+                                f"as receipt {sealed.id[:12]}")
         s = L.seal(receipt, prev, sealed_at or utc_now())
         path = out / L.receipt_file(s.id)
         if not (path.exists() and path.read_bytes() == s.data):
@@ -116,22 +116,6 @@ def _drop_torn_tail(f: Any) -> bytes:
 
 class AlreadySealed(RuntimeError):
     pass
-
-
-def _sealed_as(data: bytes, round_id: Any) -> str | None:
-    """The receipt id under which ``round_id`` is already in the ledger, if it is."""
-    if not round_id:
-        return None
-    needle = json.dumps(round_id).encode()
-    for line in data.splitlines():
-        if needle in line:      # cheap filter before parsing
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if d.get("round_id") == round_id:
-                return d.get("id")
-    return None
 
 
 def _last_id(data: bytes) -> str | None:

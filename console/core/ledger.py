@@ -141,6 +141,11 @@ def receipt_file(rid: str) -> str:
     return f"{RECEIPTS_DIR}/{rid}.json"
 
 
+def find_round(entries: list[Entry], round_id: str) -> Entry | None:
+    """The entry that sealed ``round_id``, if any: a round is banked once."""
+    return next((e for e in entries if e.round_id == round_id), None) if round_id else None
+
+
 def parse_ledger(text: str) -> tuple[list[Entry], list[Problem]]:
     """Parse ``ledger.jsonl``; every line that is not a well-formed entry is a Problem."""
     entries: list[Entry] = []

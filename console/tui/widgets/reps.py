@@ -10,6 +10,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
+from ...core import stats
+
 _STATUS_STYLE = {"ok": "green", "running": "dim", "suspect": "yellow"}
 _BUILD_SHORT = {"main": "main", "candidate": "cand"}
 PLOT_WINDOW = 120        # positions shown in the reps plot
@@ -122,27 +124,22 @@ class RepSummary(Static):
         self.values: dict[str, list[float]] = {"main": [], "candidate": []}
 
     def add(self, build: str, value: float) -> None:
-        bisect.insort(self.values.setdefault(build, []), value)  # redrawn per batch
+        self.values.setdefault(build, []).append(value)  # redrawn per batch
 
     def median(self, build: str) -> float | None:
-        v = self.values.get(build) or []
-        if not v:
-            return None
-        mid = len(v) // 2
-        return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+        return stats.summary(self.values.get(build) or [])["median"]
 
     def redraw(self) -> None:
+        # The figures are the core's (console.core.stats), over what has arrived so far.
         t = Text(no_wrap=True, overflow="ellipsis")
         for build in ("main", "candidate"):
-            v = self.values.get(build) or []
+            s = stats.summary(self.values.get(build) or [])
             t.append(f"{_BUILD_SHORT[build]:<5}", style="bold")
-            if not v:
+            if not s["n"]:
                 t.append("no timed reps yet\n", style="dim")
                 continue
-            med = self.median(build) or 0.0
-            spread = (v[-1] - v[0]) / med if med else 0.0
-            t.append(f"n={len(v)}  median {med:.1f}  range {v[0]:.1f}–{v[-1]:.1f}"
-                     f" ({spread:.1%})\n")
+            t.append(f"n={s['n']}  median {s['median']:.1f}  range {s['min']:.1f}–{s['max']:.1f}"
+                     f" ({s['spread']:.1%})\n")
         t.rstrip()
         self.update(t)
 
