@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .core.health import HealthRules
+from .core.rules import Bands, GateRules, Guard, rules_from_dict  # noqa: F401 - re-exported for callers
+
 
 class ProfileError(Exception):
     def __init__(self, path: Path | str, key: str, expected: str):
@@ -92,41 +95,6 @@ class ReferenceSpec:
 
 
 @dataclass(frozen=True)
-class Guard:
-    name: str
-    depth: int
-    tokens: int
-    reps: int = 3
-    max_drop: float = 0.01          # may fall at most this share below its floor
-
-
-@dataclass(frozen=True)
-class Bands:
-    s: float = 0.035
-    m: float = 0.06
-    l: float = 0.10
-    xl: float = 0.18
-
-
-@dataclass(frozen=True)
-class GateRules:
-    top1_min: float = 0.95
-    kl_max: float = 0.05
-    ratchet: float = 2.0
-    uncheckable_entropy: float = 0.98   # share of log(V) above which a depth is uncheckable
-    significance: float = 0.02
-    confidence: float = 0.95
-    anchor: float = 0.0                 # external reference engine's pinned number; 0 = off
-    bands: Bands = field(default_factory=Bands)
-    plausibility: float = 5.0
-    wall_margin: float = 0.10
-    differential_margin: float = 0.25
-    overhead_margin: float = 0.25       # candidate's fixed cost per run over main's, as a share of main's run
-    seek_memory_fraction: float = 0.9
-    guards: tuple[Guard, ...] = ()
-
-
-@dataclass(frozen=True)
 class Profile:
     name: str
     path: str                       # absolute path of the profile file
@@ -141,7 +109,7 @@ class Profile:
     reference: ReferenceSpec
     gate: GateRules
     node: str = "local"             # node name used to qualify lock slots
-    health: Any = None              # console.core.health.HealthRules: when a rep is suspect
+    health: HealthRules = field(default_factory=HealthRules)   # when a rep is suspect
 
     @property
     def dir(self) -> Path:
@@ -149,14 +117,6 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def rules_from_dict(d: dict[str, Any]) -> GateRules:
-    """Rebuild GateRules from ``asdict`` output (a receipt's stored rules)."""
-    d = dict(d)
-    d["bands"] = Bands(**d.get("bands", {}))
-    d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
-    return GateRules(**d)
 
 
 # --- the loader ------------------------------------------------------------
@@ -392,7 +352,6 @@ def load_profile(path: str | Path) -> Profile:
         guards=tuple(guards),
     )
 
-    from .core.health import HealthRules
     hd = HealthRules()
     he = top.sub("health", set(HealthRules.__dataclass_fields__), required=False)
     health = HealthRules(**{

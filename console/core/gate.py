@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from console.core import stats
 from console.core.parity import DepthFigures, depth_status, worst_depth
-from console.profile import GateRules
+from console.core.rules import GateRules
 
 EXIT_CODES = {"accepted": 0, "none": 0, "noise": 0, "rejected": 1, "infra": 3,
               "implausible": 4, "uncheckable": 4}

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from console.profile import GateRules
+from console.core.rules import GateRules
 
 
 class ParityInputError(ValueError):
