@@ -13,14 +13,7 @@ from pathlib import Path
 from .errors import ConsoleError, ExitCode
 from .profile import ProfileError
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_PROFILE = ROOT / "profiles" / "demo.toml"
-DEMO_MAIN = ROOT / "images" / "demo-engine"
-DEMO_CANDIDATES = ROOT / "images" / "demo-candidates"
-
-
-def _candidates() -> list[str]:
-    return sorted(p.stem for p in DEMO_CANDIDATES.glob("*.patch"))
+from .paths import DEMO_PROFILE, demo_candidates
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     round_opts(p)
 
     p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")
-    p.add_argument("--candidate", default="fast", choices=_candidates() or None,
+    p.add_argument("--candidate", default="fast", choices=demo_candidates() or None,
                    help="which demo candidate (a patch in images/demo-candidates/; default fast)")
     round_opts(p)
 

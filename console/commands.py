@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from . import sources
-from .cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, ROOT
+from .paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, ROOT
 from .errors import ExitCode, UsageError
-from .profile import Profile, load_profile, rules_from_dict
+from .profile import Profile, load_profile
 
 
 # --- rounds ------------------------------------------------------------------
@@ -120,27 +120,19 @@ def cmd_noise(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from . import journal
-    from .round import Round, RoundConfig, spec_from_plan
-    jr = journal.read_journal(args.journal)
-    if jr.damaged_line is not None:
-        raise UsageError(f"{args.journal}: line {jr.damaged_line} is unreadable but is not the last line",
-                         "The journal was damaged after the fact; it cannot be resumed. Run the round again.")
-    plan = journal.round_plan(jr.events)
-    if plan is None:
-        raise UsageError(f"{args.journal} has no round_started event", "Is this a console journal?")
     from . import store
     from .core.ledger import find_round
+    from .round import Resume, Round, RoundConfig, spec_from_plan
+    resume = Resume.read(args.journal)
+    plan = resume.plan
     sealed = find_round(store.read_ledger(plan["out_dir"])[0], plan["round_id"])
     if sealed:
         raise UsageError(f"round {plan['round_id']} is already sealed in {plan['out_dir']} "
                          f"(receipt {sealed.id[:12]}, {sealed.outcome})",
                          "A sealed round is never re-run into the ledger; start a new round instead.")
-    ended = [e for e in jr.events if e.get("kind") == "round_ended"]
-    if ended and ended[-1].get("status") in ("complete", "refused"):
-        raise UsageError(f"round {plan['round_id']} already ended ({ended[-1]['status']})",
-                         "Start a new round instead.")
-    resume = _Resume(plan=plan, events=jr.events, reps=journal.completed_reps(jr.events))
+    ended = resume.ended_status()
+    if ended in ("complete", "refused"):
+        raise UsageError(f"round {plan['round_id']} already ended ({ended})", "Start a new round instead.")
     profile = load_profile(plan["profile_path"])
     lock = Path(plan.get("lock_path") or Path(plan["out_dir"]) / "reference.lock")
     cfg = RoundConfig(profile=profile, main=spec_from_plan(plan["main"]), candidate=spec_from_plan(plan["candidate"]),
@@ -148,11 +140,6 @@ def cmd_resume(args) -> int:
                       reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume)
     args.runtime = plan["runtime"]
     return drive(Round(cfg), args)
-
-
-class _Resume:
-    def __init__(self, plan, events, reps):
-        self.plan, self.events, self.reps = plan, events, reps
 
 
 def cmd_replay(args) -> int:
@@ -174,20 +161,21 @@ def _read_receipt(path: Path) -> dict:
 
 def cmd_verdict(args) -> int:
     from .core import gate
+    from .core.receipt import Receipt, ReceiptError
     from .report import LineReporter
-    receipt = _read_receipt(args.receipt)
+    doc = _read_receipt(args.receipt)
     try:
-        rules = load_profile(args.profile).gate if args.profile else rules_from_dict(receipt["profile"]["rules"])
-    except (KeyError, TypeError) as e:
-        raise UsageError(f"{args.receipt} carries no rules ({e})",
+        receipt = Receipt.from_dict(doc)
+    except ReceiptError as e:
+        raise UsageError(f"{args.receipt}: {e}",
                          "Give --profile to judge it under a profile's rules, or check it is a console receipt.") from None
-    decide = gate.decide_noise if receipt.get("kind") == "noise" else gate.decide
-    v = decide(receipt, rules).to_dict()
+    rules = load_profile(args.profile).gate if args.profile else receipt.rules
+    v = gate.decide(receipt, rules).to_dict()
     if args.json:
         print(json.dumps(v, indent=2, sort_keys=True))
     else:
         print(LineReporter(colour=None).verdict_text(v))
-    stored = receipt.get("verdict") or {}
+    stored = receipt.verdict or {}
     if not args.profile and (stored.get("outcome"), stored.get("tier")) != (v.get("outcome"), v.get("tier")):
         print(f"warning: the receipt's stored verdict ({stored.get('outcome')}, {stored.get('tier')}) differs from "
               f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
@@ -230,7 +218,7 @@ def cmd_ledger(args) -> int:
 
 
 def cmd_lock(args) -> int:
-    from . import store
+    from . import lockfile, store
     from .core import lock as lockmod
     if not args.lock_cmd:
         raise UsageError("say which: `console lock verify|show LOCK`")
@@ -243,7 +231,7 @@ def cmd_lock(args) -> int:
     ledger_problems = [p for p in store.verify_dir(args.ledger) if p.fatal]
     for p in ledger_problems:
         print(p)
-    problems = lockmod.verify_lock(lockmod.model(doc), store.ledger_receipts(args.ledger), file=str(args.lock))
+    problems = lockmod.verify_lock(lockfile.model(doc), store.ledger_receipts(args.ledger), file=str(args.lock))
     for p in problems:
         print(p)
     fatal = [p for p in problems if p.fatal] + ledger_problems

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,7 +16,6 @@ from typing import Any, Mapping
 from console.store import fsync_dir
 
 JOURNAL_DIR = "journal"
-INCOMPLETE = "journal_incomplete"   # marker kind for tools that close a journal by hand; viewers may ignore it
 
 
 class JournalDamaged(RuntimeError):
@@ -125,16 +123,6 @@ class Journal:
         self.close()
 
 
-def open_journal(out_dir: str | os.PathLike[str], round_id: str) -> Journal:
-    return Journal(journal_path(out_dir, round_id))
-
-
-def mark_incomplete(path: str | os.PathLike[str], reason: str) -> None:
-    """Say in the journal itself that the round stopped without ending."""
-    with Journal(path) as j:
-        j.append({"kind": INCOMPLETE, "reason": reason, "at": time.time()})
-
-
 # --- resuming ------------------------------------------------------------------
 
 def round_plan(events: list[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -148,12 +136,3 @@ def round_plan(events: list[Mapping[str, Any]]) -> dict[str, Any] | None:
 def completed_reps(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rep records already finished, in the order they ran (from ``rep_done``)."""
     return [dict(e["rep"]) for e in events if e.get("kind") == "rep_done" and isinstance(e.get("rep"), Mapping)]
-
-
-def rep_key(rep: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What identifies a rep in a plan, so a resumed round can skip the done ones."""
-    return (rep.get("build"), rep.get("phase"), rep.get("index"), rep.get("position"))
-
-
-def done_keys(events: list[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
-    return {rep_key(r) for r in completed_reps(events)}

@@ -1,11 +1,17 @@
 """reference.lock on disk, as a round uses it: read the pins, raise them after sealing.
 
 The rules (raise-only frontier, guard floors never lowered, measured vs attested)
-live in the pure ``console.core.lock``; this is the thin file edge around it.
+live in the pure ``console.core.lock``; this is the thin file edge around it. The
+file is a ``tomlkit`` document so that the comments people write next to a pin
+survive every rewrite.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Iterable
+
+import tomlkit
+from tomlkit.items import Table
 
 from . import store
 from .core import lock as L
@@ -13,11 +19,90 @@ from .errors import UsageError
 from .profile import Profile
 
 
+# --- the TOML document ---------------------------------------------------------
+
+HEADER = ("Pins a round is judged against. 0 = not measured (always legal).",
+          "Every non-zero value is raised by a round from the receipt it sealed;",
+          "`console lock verify` recomputes it from that receipt. Comments survive rewrites.")
+
+
+def loads(text: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as e:
+        raise L.LockError(f"reference.lock is not valid TOML: {e}") from None
+
+
+def model(doc: tomlkit.TOMLDocument) -> dict[str, Any]:
+    """The plain dict ``console.core.lock`` works on."""
+    return doc.unwrap()
+
+
+def apply_changes(doc: tomlkit.TOMLDocument, changes: Iterable[L.Change]) -> None:
+    """Write moving changes into ``doc``, keeping every comment and unrelated key."""
+    for ch in changes:
+        if ch.moves:
+            table = _table(_table(doc, ch.table, super_table=True), ch.key)
+            for k, v in L.pin_fields(ch).items():
+                _set_keep_comment(table, k, v)
+
+
+def record_attested(doc: tomlkit.TOMLDocument, slot: str, value: float, source: str, at: str, note: str = "") -> None:
+    """Record a figure seen but not sealed. It sits beside the pin and never moves it."""
+    L.parse_slot(slot)
+    table = _table(_table(doc, "baselines", super_table=True), slot)
+    if "value" not in table:
+        _set_keep_comment(table, "value", 0.0)
+    att = tomlkit.inline_table()
+    att.update({"value": float(value), "source": source, "at": at, **({"note": note} if note else {})})
+    _set_keep_comment(table, "attested", att)
+
+
+def _table(parent: Any, key: str, super_table: bool = False) -> Table:
+    if key not in parent:
+        parent[key] = tomlkit.table(is_super_table=super_table)
+    return parent[key]
+
+
+def _set_keep_comment(table: Any, key: str, value: Any) -> None:
+    """Replace a value; a trailing ``# comment`` on its line stays with it."""
+    old = table.get(key) if key in table else None
+    new = value if hasattr(value, "trivia") else tomlkit.item(value)
+    if old is not None and hasattr(old, "trivia") and old.trivia.comment:
+        new.trivia.comment_ws = old.trivia.comment_ws
+        new.trivia.comment = old.trivia.comment
+    table[key] = new
+
+
+def new_lock_text(profile: Any) -> str:
+    """A fresh reference.lock for a profile (``core.lock.fresh_lock``), with its header comment."""
+    doc = tomlkit.document()
+    for line in HEADER:
+        doc.add(tomlkit.comment(line))
+    for key, value in L.fresh_lock(profile).items():
+        if key in ("baselines", "noise"):       # one [key."entry"] table each, under a bare [key]
+            t = tomlkit.table(is_super_table=True)
+            for name, entry in value.items():
+                t[name] = _plain_table(entry)
+        else:
+            t = _plain_table(value)
+        doc[key] = t
+    return tomlkit.dumps(doc)
+
+
+def _plain_table(d: dict[str, Any]) -> Table:
+    t = tomlkit.table()
+    t.update(d)
+    return t
+
+
+# --- the file, as a round uses it -------------------------------------------------
+
 def ensure(path: Path, profile: Profile, template: Path | None = None) -> Path:
     """Create ``path`` from a template, or with every slot unmeasured."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = template.read_text() if template and template.exists() else L.new_lock_text(profile)
+        text = template.read_text() if template and template.exists() else new_lock_text(profile)
         store.atomic_write(path, text.encode())
     return path
 
@@ -28,9 +113,9 @@ def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> di
     With ``ledger_dir``, every non-zero pin must first trace to a sealed receipt there:
     a hand-edited floor or frontier would otherwise judge the round unseen.
     """
-    model = L.model(store.read_lock(path))
+    m = model(store.read_lock(path))
     if ledger_dir is not None:
-        bad = [p for p in L.verify_lock(model, store.ledger_receipts(ledger_dir), file=str(path)) if p.fatal]
+        bad = [p for p in L.verify_lock(m, store.ledger_receipts(ledger_dir), file=str(path)) if p.fatal]
         if bad:
             raise UsageError(f"{path} does not trace to the ledger in {ledger_dir}: "
                              + "; ".join(str(p) for p in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
@@ -39,15 +124,15 @@ def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> di
                              f"`console lock verify {path} --ledger {ledger_dir}` lists every problem.")
     for key, pinned in (("document_sha256", profile.parity.document_sha256),
                         ("reference_sha256", profile.parity.reference_sha256)):
-        locked = (model.get("parity") or {}).get(key)
+        locked = (m.get("parity") or {}).get(key)
         if locked and locked != pinned:
             raise UsageError(f"{path}: key 'parity.{key}': the lock pins {locked}, the profile {pinned}",
                              "A reference moved: recapture it deliberately and update both, or restore the pinned one.")
     guards = L.guard_slots(profile)
-    noise = (model.get("noise") or {}).get(profile.node) or {}
+    noise = (m.get("noise") or {}).get(profile.node) or {}
     spread = noise.get("spread")
-    return {"frontier": L.value_of(model, L.frontier_slot(profile)), "frontier_slot": L.frontier_slot(profile),
-            "guards": {g: L.value_of(model, slot) for g, slot in guards.items()},
+    return {"frontier": L.value_of(m, L.frontier_slot(profile)), "frontier_slot": L.frontier_slot(profile),
+            "guards": {g: L.value_of(m, slot) for g, slot in guards.items()},
             "guard_slots": guards, "noise_spread": float(spread) if spread not in (None, "") else None,
             "lock_path": str(path)}
 
@@ -55,9 +140,9 @@ def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> di
 def update(path: Path, receipt_id: str, sealed: dict, verdict: dict, profile: Profile):
     """Apply a sealed receipt's raise-only changes; return (changes that moved, stale findings)."""
     doc = store.read_lock(path)
-    model = L.model(doc)
-    findings = L.stale_findings(model, sealed, profile.gate.significance) if sealed.get("kind") == "round" else []
-    changes = L.update_from_receipt(model, receipt_id, sealed, verdict, profile.gate.significance)
-    L.apply_changes(doc, changes)
+    m = model(doc)
+    findings = L.stale_findings(m, sealed, profile.gate.significance) if sealed.get("kind") == "round" else []
+    changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance)
+    apply_changes(doc, changes)
     store.write_lock(path, doc)
     return [c for c in changes if c.moves], findings

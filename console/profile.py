@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core.health import HealthRules
+from .core.health import HealthRules, PreflightRules
+from .core.receipt import ProfileRecord
 from .core.rules import Bands, GateRules, Guard, rules_from_dict  # noqa: F401 - re-exported for callers
 
 
@@ -110,6 +111,8 @@ class Profile:
     gate: GateRules
     node: str = "local"             # node name used to qualify lock slots
     health: HealthRules = field(default_factory=HealthRules)   # when a rep is suspect
+    preflight: PreflightRules = field(default_factory=PreflightRules)   # when the node is unfit to start
+
 
     @property
     def dir(self) -> Path:
@@ -118,12 +121,17 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def record(self) -> ProfileRecord:
+        """What a receipt keeps of the profile: its hash and the rules and specs in force."""
+        return ProfileRecord(name=self.name, path=self.path, sha256=self.sha256, node=self.node,
+                             rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity))
+
 
 # --- the loader ------------------------------------------------------------
 
 _SECTIONS = {
     "name", "description", "node", "source", "engine", "image", "run", "bench",
-    "parity", "reference", "gate", "health",
+    "parity", "reference", "gate", "health", "preflight",
 }
 
 
@@ -352,20 +360,29 @@ def load_profile(path: str | Path) -> Profile:
         guards=tuple(guards),
     )
 
-    hd = HealthRules()
-    he = top.sub("health", set(HealthRules.__dataclass_fields__), required=False)
-    health = HealthRules(**{
-        k: (he.num(k, getattr(hd, k), lo=0, integer=isinstance(getattr(hd, k), int))
-            if isinstance(getattr(hd, k), (int, float)) and not isinstance(getattr(hd, k), bool)
-            else he.get(k, type(getattr(hd, k)), getattr(hd, k)))
-        for k in HealthRules.__dataclass_fields__})
-    if isinstance(health.throttle_reasons, list):
-        health = HealthRules(**{**asdict(health), "throttle_reasons": tuple(health.throttle_reasons)})
+    health = _rules(top, "health", HealthRules)
+    preflight = _rules(top, "preflight", PreflightRules)
 
     return Profile(
         name=top.get("name", str, what="the profile's name"),
         path=str(path), sha256=hashlib.sha256(raw_bytes).hexdigest(),
         description=top.get("description", str, ""), node=top.get("node", str, "local"),
         source=source, protected=protected, image=image, run=run, bench=bench,
-        parity=parity, reference=reference, gate=gate, health=health,
+        parity=parity, reference=reference, gate=gate, health=health, preflight=preflight,
     )
+
+
+def _rules(top: _Reader, section: str, cls: type) -> Any:
+    """A rules table: every key optional, defaults and kinds from the dataclass."""
+    d, r = cls(), top.sub(section, set(cls.__dataclass_fields__), required=False)
+
+    def read(k: str) -> Any:
+        v = getattr(d, k)
+        if isinstance(v, bool):
+            return r.get(k, bool, v)
+        if isinstance(v, (int, float)):
+            return r.num(k, v, lo=0, integer=isinstance(v, int))
+        if isinstance(v, tuple):
+            return r.strs(k, v)
+        return r.get(k, type(v), v)
+    return cls(**{k: read(k) for k in cls.__dataclass_fields__})

@@ -123,29 +123,24 @@ def _epoch(iso: Any, default: float = 0.0) -> float:
 
 
 def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
-    """Depth statuses, worst depths and the verdict, recomputed by the core."""
+    """Depth statuses, worst depths and the verdict, recomputed by the gate's own rules."""
     from .core import gate, parity
-    from .profile import rules_from_dict
+    from .core.receipt import Receipt, ReceiptError
     try:
-        rules = rules_from_dict((receipt.get("profile") or {})["rules"])
-        decide = gate.decide_noise if receipt.get("kind") == "noise" else gate.decide
-        verdict = decide(receipt, rules).to_dict()
-        par = receipt.get("parity") or {}
-        figs = {b: [parity.DepthFigures.from_dict(d) for d in (par.get(b) or {}).get("depths") or []]
-                for b in ("main", "candidate")}
-    except (KeyError, TypeError, ValueError):
+        r = Receipt.from_dict(receipt)
+        rules = r.rules
+        verdict = gate.decide(r, rules).to_dict()
+    except (ReceiptError, KeyError, TypeError, ValueError):
         return None     # not a receipt this version can judge: show it as recorded
-    main_at = {f.depth: f for f in figs["main"]}
-    depths, worst = {}, {}
-    for b, fs in figs.items():
-        for f in fs:
-            st = parity.depth_status(f, main_at.get(f.depth) if b == "candidate" else None, rules)
-            depths[(b, f.depth)] = {"status": st.status, "reasons": [r.get("message", "") for r in st.reasons]}
-        worst[b] = parity.worst_depth(fs, rules) if fs else None
-    scored = {b: gate.scored_path_ok(sp, rules) for b, sp in (par.get("scored_path") or {}).items()}
-    parity_ok = {b: (not (par.get(b) or {}).get("error")) and
-                 all(depths[(b, f.depth)]["status"] in ("pass", "uncheckable") for f in fs)
-                 for b, fs in figs.items()}
+    par = r.parity
+    depths, worst, parity_ok = {}, {}, {}
+    for b in ("main", "candidate"):
+        side, basis = par.side(b), (par.main if b == "candidate" else None)
+        for st in gate.grade_depths(side, basis, rules):
+            depths[(b, st.depth)] = {"status": st.status, "reasons": [x.message for x in st.reasons]}
+        worst[b] = parity.worst_depth(side.depths, rules) if side and side.depths else None
+        parity_ok[b] = gate.parity_ok(side, basis, rules)
+    scored = {b: gate.path_ok(sp, rules) for b, sp in par.scored_path.items()}
     return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}
 
 

@@ -11,10 +11,15 @@ import os
 import sys
 from pathlib import Path
 from typing import IO
-from xml.sax.saxutils import escape, quoteattr
+import xml.etree.ElementTree as ET
 
 from . import events as ev
+from .core.verdict import stage_of
 
+# One headline per outcome the gate can produce (a test checks there is one for each).
+HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (within noise)", "noise": "NOISE (this node's floor)",
+             "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
+             "uncheckable": "UNCHECKABLE (held)", "infra": "INFRA (node fault, retry)"}
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
 
@@ -104,10 +109,9 @@ class LineReporter:
 
     def verdict_text(self, v: dict) -> str:
         outcome = v.get("outcome", "?")
-        head = {"accepted": f"ACCEPTED, tier {str(v.get('tier')).upper()}", "none": "NONE (within noise)",
-                "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
-                "uncheckable": "UNCHECKABLE (held)", "infra": "INFRA (node fault, retry)"}.get(outcome, outcome)
-        colour = {"accepted": "green", "none": "blue", "rejected": "red"}.get(outcome, "yellow")
+        head = HEADLINES.get(outcome, f"? {outcome} (not an outcome this gate produces)").format(
+            tier=str(v.get("tier")).upper())
+        colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red"}.get(outcome, "yellow")
         lines = [self._c(f"verdict: {head}", colour)]
         s = v.get("speed") or {}
         if s.get("gain") is not None:
@@ -146,21 +150,18 @@ def _source_text(src: dict) -> str:
 
 def junit_xml(receipt: dict, verdict: dict) -> str:
     """One test case per gate stage, so CI dashboards show where a round stopped."""
-    cases = []
-    reasons = verdict.get("reasons", [])
-    stages = {"parity": [r for r in reasons if str(r.get("code", "")).startswith(("parity", "depth", "scored", "timed-path"))],
-              "claims": [r for r in reasons if str(r.get("code", "")).startswith(("claim", "refused", "wall", "seek", "differential", "failed"))],
-              "guards": [r for r in reasons if str(r.get("code", "")).startswith("guard")]}
-    other = [r for r in reasons if all(r not in v for v in stages.values())]
-    stages["verdict"] = other
+    stages: dict[str, list] = {"parity": [], "claims": [], "guards": [], "verdict": []}
+    for r in verdict.get("reasons", []):
+        stages[stage_of(str(r.get("code", "")))].append(r)
+    suite = ET.Element("testsuite", name=f"bench-console round {receipt.get('round_id', '')}",
+                       tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs)))
+    classname = f"bench-console.{(receipt.get('profile') or {}).get('name', '?')}"
     for name, rs in stages.items():
-        body = "".join(f"<failure message={quoteattr(r.get('message', ''))}/>" for r in rs)
-        cases.append(f'  <testcase classname="bench-console.{escape(receipt.get("profile", {}).get("name", "?"))}" '
-                     f'name="{name}">{body}</testcase>')
-    failures = sum(1 for rs in stages.values() if rs)
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuite name="bench-console round {escape(receipt.get("round_id", ""))}" tests="{len(cases)}" '
-            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+        for r in rs:
+            ET.SubElement(case, "failure", message=str(r.get("message", "")))
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
 def markdown_summary(receipt: dict, verdict: dict) -> str:
@@ -177,7 +178,7 @@ def markdown_summary(receipt: dict, verdict: dict) -> str:
         s = receipt.get("summary", {}).get(b, {})
         med = f"{s['median']:.2f}" if s.get("median") is not None else "-"
         spread = f"{s['spread']:.2%}" if s.get("spread") is not None else "-"
-        lines.append(f"| {b} | `{bd.get('image_id', '')[:19]}` | {bd.get('compiler', '')} | {med} | {s.get('n', 0)} | {spread} |")
+        lines.append(f"| {b} | `{(bd.get('image_id') or 'not built')[:19]}` | {bd.get('compiler') or '-'} | {med} | {s.get('n', 0)} | {spread} |")
     par = receipt.get("parity", {})
     if par.get("candidate", {}).get("depths"):
         lines += ["", "| depth | main KL | candidate KL | candidate top-1 |", "|---|---|---|---|"]

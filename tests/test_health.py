@@ -214,9 +214,10 @@ def test_budget_exhaustively(retries, pattern):
     assert b.used == min(suspects, retries)
 
 
-def test_take_spends_the_budget():
+def test_the_budget_is_spent_by_suspect_reps_only():
     b = RetryBudget(2)
-    assert [b.take(), b.take(), b.take()] == [True, True, False]
+    assert [b.decide(r).action for r in ([], ["xid: 79"], [], ["xid: 79"], ["xid: 79"])] == \
+        ["accept", "retry", "accept", "retry", "infra"]
     assert b.left == 0
     with pytest.raises(ValueError):
         RetryBudget(-1)

@@ -5,23 +5,27 @@ import pytest
 import tomlkit
 from hypothesis import given, settings, strategies as st
 
-from console import store
+from console import lockfile as F, store
 from console.core import ledger as L
 from console.core import lock as K
+from console.core.receipt import SCHEMA
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
 GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
 
 
-def reps(build, phase, values, depth, status="ok"):
+def reps(build, phase, values, depth, status="ok", tokens=192):
+    # self-consistent figures: the wall clock covers the reported work plus a fixed start-up
     return [{"build": build, "phase": phase, "index": i, "depth": depth, "status": status, "value": v,
-             "reported": {"metric": "decode_tok_s", "value": v}} for i, v in enumerate(values)]
+             "tokens": tokens, "wall_s": tokens / v + 0.25,
+             "reported": {"metric": "decode_tok_s", "value": v, "tokens": tokens, "elapsed_s": tokens / v}}
+            for i, v in enumerate(values)]
 
 
 def round_receipt(main=(200.0, 201.0, 202.0), guard=(300.0, 301.0, 302.0), cand=(210.0, 211.0, 212.0),
                   node="cpu-2core", profile="demo", status="complete", n=0, depth=4096):
     return {
-        "kind": "round", "round_id": f"R{n}", "status": status, "ended_at": f"2026-12-0{n % 9 + 1}T00:00:00Z",
+        "schema": SCHEMA, "kind": "round", "round_id": f"R{n}", "status": status, "ended_at": f"2026-12-0{n % 9 + 1}T00:00:00Z",
         "profile": {"name": profile, "node": node,
                     "bench": {"metric": "decode_tok_s", "depth": 4096},
                     "parity": {"document_sha256": "d"},
@@ -35,7 +39,7 @@ def round_receipt(main=(200.0, 201.0, 202.0), guard=(300.0, 301.0, 302.0), cand=
 
 
 def noise_receipt(spread=0.012, node="cpu-2core"):
-    return {"kind": "noise", "round_id": "N", "status": "complete", "ended_at": "2026-12-01T00:00:00Z",
+    return {"schema": SCHEMA, "kind": "noise", "round_id": "N", "status": "complete", "ended_at": "2026-12-01T00:00:00Z",
             "profile": {"name": "demo", "node": node, "bench": {"metric": "decode_tok_s", "depth": 4096},
                         "rules": {"guards": []}},
             "reps": [], "noise": {"spread": spread}}
@@ -195,13 +199,13 @@ def test_noise_is_recorded_per_node():
 
 
 def test_attested_figures_never_move_the_value():
-    doc = K.loads(LOCK_TEXT)
-    K.record_attested(doc, FRONT, 999.0, source="seen on the node, unsealed", at="2026-12-01")
-    m = K.model(doc)
+    doc = F.loads(LOCK_TEXT)
+    F.record_attested(doc, FRONT, 999.0, source="seen on the node, unsealed", at="2026-12-01")
+    m = F.model(doc)
     assert K.value_of(m, FRONT) == 0.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
     rid, r = sealed(round_receipt())
-    K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
-    m = K.model(doc)
+    F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
+    m = F.model(doc)
     assert m["baselines"][FRONT]["value"] == 201.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
     assert K.verify_lock(m, {rid: r}) == []
 
@@ -228,35 +232,35 @@ def test_frontier_and_guard_never_decrease(rounds):
 # --- the TOML text ----------------------------------------------------------------
 
 def test_comments_survive_every_rewrite():
-    doc = K.loads(LOCK_TEXT)
+    doc = F.loads(LOCK_TEXT)
     for i, vals in enumerate([(200.0,) * 3, (210.0,) * 3, (190.0,) * 3]):
         rid, r = sealed(round_receipt(main=vals, guard=tuple(v + 200 for v in vals), n=i))
-        K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
-        doc = K.loads(tomlkit.dumps(doc))
+        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
+        doc = F.loads(tomlkit.dumps(doc))
     text = tomlkit.dumps(doc)
     for comment in ["# reference.lock for the demo", "# the independent implementation",
                     "# The frontier: best sealed measurement of main.", "# not measured yet",
                     "# raised by hand once in the source project"]:
         assert comment in text, comment
     assert 'note = "decode at the scored depth"' in text
-    assert K.value_of(K.model(doc), FRONT) == 210.0
+    assert K.value_of(F.model(doc), FRONT) == 210.0
     assert "value = 210.0  # not measured yet" in text    # the trailing comment stays on its line
 
 
 def test_new_slots_and_noise_tables_are_written_as_quoted_keys(tmp_path):
-    doc = K.loads("# top\n")
+    doc = F.loads("# top\n")
     rid, r = sealed(round_receipt(node="h200x8"))
     nid, n = sealed(noise_receipt(node="h200x8"))
-    K.apply_changes(doc, K.update_from_receipt({}, rid, r, OK) + K.update_from_receipt({}, nid, n, None))
+    F.apply_changes(doc, K.update_from_receipt({}, rid, r, OK) + K.update_from_receipt({}, nid, n, None))
     path = tmp_path / "reference.lock"
     store.write_lock(path, doc)
     text = path.read_text()
     assert '[baselines."demo/h200x8/main/decode_tok_s/ctx4096"]' in text and '[noise.h200x8]' in text
-    assert K.verify_lock(K.model(store.read_lock(path)), {rid: r, nid: n}) == []
+    assert K.verify_lock(F.model(store.read_lock(path)), {rid: r, nid: n}) == []
 
 
 def test_new_lock_text_lists_every_slot_unmeasured():
-    m = K.model(K.loads(K.new_lock_text(round_receipt()["profile"] | {"reference": {"engine": "ref"}})))
+    m = F.model(F.loads(F.new_lock_text(round_receipt()["profile"] | {"reference": {"engine": "ref"}})))
     assert m["baselines"][FRONT]["value"] == 0.0 and m["baselines"][GUARD]["kind"] == "guard"
     assert m["reference"]["engine"] == "ref" and m["parity"]["document_sha256"] == "d"
     assert K.verify_lock(m, {}) == []
@@ -264,7 +268,7 @@ def test_new_lock_text_lists_every_slot_unmeasured():
 
 def test_invalid_toml_is_a_lock_error():
     with pytest.raises(K.LockError, match="not valid TOML"):
-        K.loads("[baselines\n")
+        F.loads("[baselines\n")
 
 
 # --- staleness ---------------------------------------------------------------------
@@ -392,11 +396,11 @@ def test_stale_pins_are_reported_but_not_fatal(world):
 
 def test_lock_verify_against_a_real_ledger(tmp_path):
     ids = [store.seal_into(tmp_path, round_receipt(main=(v,) * 3, n=i)) for i, v in enumerate([200.0, 220.0, 210.0])]
-    doc = K.loads(LOCK_TEXT)
+    doc = F.loads(LOCK_TEXT)
     for rid, r in store.ledger_receipts(tmp_path).items():
-        K.apply_changes(doc, K.update_from_receipt(K.model(doc), rid, r, OK))
+        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
     store.write_lock(tmp_path / "reference.lock", doc)
-    m = K.model(store.read_lock(tmp_path / "reference.lock"))
+    m = F.model(store.read_lock(tmp_path / "reference.lock"))
     assert m["baselines"][FRONT]["receipt"] == ids[1] and m["baselines"][FRONT]["value"] == 220.0
     assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
     # a byte changed in the cited receipt: the ledger drops it, and the pin loses its source
@@ -413,7 +417,7 @@ def test_a_pin_citing_an_infra_round_is_named(world):
 
 def test_a_round_refuses_a_hand_filled_pin_before_building(tmp_path):
     from console import events as ev, lockfile, sources
-    from console.cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
+    from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
     from console.profile import load_profile
     from console.round import Round, RoundConfig
     profile = load_profile(DEMO_PROFILE)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from console.core.health import HealthRules, classify_rep
+from console.core.health import HealthRules, PreflightRules, classify_rep, host_findings
 from console.telemetry import HostTelemetry, open_telemetry, refused
 from console.telemetry.fake import FakeGPU, FakeNvml
-from console.telemetry.host import ProcReader, host_findings
+from console.telemetry.host import ProcReader
 from console.telemetry.nvml import NOT_SUPPORTED, NvmlTelemetry, NvmlUnavailable, reasons
 
 THERMAL, POWER_CAP, IDLE, BRAKE = 0x20, 0x4, 0x1, 0x80
@@ -80,6 +80,17 @@ def test_preflight_findings(gpu, code, level):
     _, tel = nvml(gpu)
     pf = tel.preflight(window_s=0.01)
     assert codes(pf).get(code) == level, pf["findings"]
+
+
+def test_adapters_return_facts_and_the_rules_decide():
+    _, tel = nvml(FakeGPU(temp_c=91, reasons=POWER_CAP))
+    facts = tel.preflight_facts(window_s=0.01)
+    assert "findings" not in facts and facts["gpus"][0]["temp_c"] == 91
+    assert {"gpu-hot", "throttled-now"} <= set(codes(tel.preflight(window_s=0.01)))
+    relaxed = PreflightRules(gpu_hot_c=95.0, throttle_reasons=("hw_thermal",))
+    assert not {"gpu-hot", "throttled-now"} & set(codes(tel.preflight(window_s=0.01, rules=relaxed)))
+    host = open_telemetry(nvml=FakeNvml(init_error=12))
+    assert "findings" not in host.preflight_facts(window_s=0.01) and host.preflight_facts(0.01)["nvml_unavailable"]
 
 
 def test_foreign_process_named_in_preflight():

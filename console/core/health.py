@@ -1,4 +1,9 @@
-"""Is a rep trustworthy, or did the node misbehave under it? (pure)
+"""Is the node fit for a round, and is a rep trustworthy, or did the node misbehave under it? (pure)
+
+``preflight_findings`` reads the facts telemetry gathered before a round
+(``console.telemetry``'s preflight, minus findings) against ``PreflightRules`` and
+says what refuses the round, warns or informs. The adapters only report facts;
+every threshold lives here.
 
 A busy or dying node must cause a retry with a diagnosis, never a failed round
 and never a recorded regression. ``classify_rep`` reads one rep's telemetry
@@ -33,6 +38,115 @@ class HealthRules:
 
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# --- preflight: is the node fit before its numbers mean anything? ------------
+
+@dataclass(frozen=True)
+class PreflightRules:
+    # host
+    other_cores: float = 0.5             # other processes keeping half a core busy make timings noisy
+    load_per_core: float = 0.75          # 1-min load above this share of the cores: the run queue is contended
+    low_memory_share: float = 0.10       # MemAvailable below this share of MemTotal …
+    low_memory_bytes: int = 512 << 20    # … or below this many bytes: the page cache cannot stay warm
+    host_hot_c: float = 90.0             # a sensor this hot: the CPUs are at or near thermal throttling
+    governor: str = "performance"        # any other governor lets CPU clocks wander between reps (info only)
+    # GPU
+    gpu_hot_c: float = 85.0              # an idle GPU this hot throttles as soon as the round loads it
+    gpu_free_share: float = 0.10         # less free memory than this share: someone else holds the GPU
+    power_limit_share: float = 0.99      # a limit below this × the default caps clocks (1% for rounding)
+    throttle_reasons: tuple[str, ...] = LIMITING_REASONS   # clock-event reasons that mean the node holds clocks down
+
+
+def finding(code: str, level: str, message: str) -> dict[str, str]:
+    assert level in ("refuse", "warn", "info"), level
+    return {"code": code, "level": level, "message": message}
+
+
+def preflight_findings(facts: dict[str, Any], rules: PreflightRules = PreflightRules()) -> list[dict[str, str]]:
+    """What refuses, warns or informs, given a preflight's facts (``host``, ``gpus``, ``errors``,
+    ``nvml_unavailable``); ordered host, GPUs, then telemetry errors."""
+    out = host_findings(facts.get("host") or {}, rules)
+    if facts.get("nvml_unavailable"):
+        out.append(finding("no-gpu-telemetry", "info", str(facts["nvml_unavailable"])))
+    for g in facts.get("gpus") or []:
+        out += gpu_findings(g, rules)
+    for e in facts.get("errors") or []:     # a query that failed outright is said, never hidden
+        out.append(finding("nvml-error", "warn", e))
+    return out
+
+
+def host_findings(host: dict[str, Any], rules: PreflightRules = PreflightRules()) -> list[dict[str, str]]:
+    out = []
+    cores = host.get("cores") or 1
+    other = host.get("other_busy_cores")
+    if _num(other) and other > rules.other_cores:
+        out.append(finding("host-busy", "warn",
+                           f"other processes keep {other:.2f} of {cores} cores busy; timings will be noisy"))
+    load1 = host.get("load1")
+    if _num(load1) and load1 > rules.load_per_core * cores:
+        out.append(finding("host-load", "warn", f"load average {load1:.2f} on {cores} cores before the round"))
+    total, avail = host.get("mem_total_bytes"), host.get("mem_available_bytes")
+    if total and _num(avail) and (avail < rules.low_memory_share * total or avail < rules.low_memory_bytes):
+        out.append(finding("low-memory", "warn",
+                           f"only {avail / 2**20:.0f} MiB of {total / 2**20:.0f} MiB available; "
+                           "the page cache cannot stay warm"))
+    temp = host.get("temp_c")
+    if _num(temp) and temp >= rules.host_hot_c:
+        out.append(finding("host-hot", "warn", f"a thermal sensor reads {temp:.0f} °C"))
+    gov = host.get("governor")
+    if gov and gov != rules.governor:
+        out.append(finding("cpu-governor", "info", f"CPU frequency governor is '{gov}', not '{rules.governor}'"))
+    return out
+
+
+def gpu_findings(g: dict[str, Any], rules: PreflightRules = PreflightRules()) -> list[dict[str, str]]:
+    out = []
+    tag = f"GPU {g['index']} ({g.get('name') or g.get('uuid')})"
+    ee = g.get("ecc_errors")
+    if isinstance(ee, dict):
+        vu, au = ee.get("volatile_uncorrected"), ee.get("aggregate_uncorrected")
+        # uncorrected errors since the driver loaded: the memory may hold wrong values right now
+        if isinstance(vu, int) and vu > 0:
+            out.append(finding("ecc-uncorrected", "refuse",
+                               f"{tag} has {vu} uncorrected ECC errors since the driver loaded; it needs a reset"))
+        elif isinstance(au, int) and au > 0:
+            out.append(finding("ecc-history", "warn", f"{tag} has {au} uncorrected ECC errors in its lifetime"))
+    elif isinstance(g.get("ecc_mode"), dict) and not g["ecc_mode"]["current"]:
+        out.append(finding("ecc-off", "info", f"{tag} runs with ECC off"))
+    rr = g.get("remapped_rows")
+    if isinstance(rr, dict):
+        if rr["failure"]:
+            out.append(finding("row-remap-failure", "refuse", f"{tag} failed a row remapping; its memory is unreliable"))
+        if rr["pending"]:
+            out.append(finding("row-remap-pending", "refuse", f"{tag} has a row remapping pending; it needs a reset"))
+    if g.get("persistence_mode") == "disabled":
+        out.append(finding("persistence-off", "warn",
+                           f"{tag}: persistence mode is off; the driver may tear down between runs"))
+    procs = g.get("processes")
+    if isinstance(procs, list) and procs:
+        pids = ", ".join(str(p["pid"]) + (f" ({p['name']})" if p.get("name") else "") for p in procs[:5])
+        out.append(finding("gpu-busy", "warn", f"{tag} already runs compute processes: {pids}"))
+    lim, dflt = g.get("power_limit_w"), g.get("default_power_limit_w")
+    if _num(lim) and _num(dflt) and lim < rules.power_limit_share * dflt:
+        out.append(finding("power-limit-lowered", "warn", f"{tag} power limit {lim:.0f} W is below its default {dflt:.0f} W"))
+    thr = g.get("throttle")
+    if isinstance(thr, list):
+        bad = [r for r in thr if r in rules.throttle_reasons]
+        if bad:
+            out.append(finding("throttled-now", "warn", f"{tag} is throttled before the round: {', '.join(bad)}"))
+    t = g.get("temp_c")
+    if _num(t) and t >= rules.gpu_hot_c:
+        out.append(finding("gpu-hot", "warn", f"{tag} is at {t:.0f} °C before the round"))
+    mem = g.get("memory")
+    if isinstance(mem, dict) and mem["total_bytes"] and mem["free_bytes"] < rules.gpu_free_share * mem["total_bytes"]:
+        out.append(finding("low-gpu-memory", "warn",
+                           f"{tag} has {mem['free_bytes'] / 2**30:.1f} GiB free of {mem['total_bytes'] / 2**30:.1f} GiB"))
+    out.append(finding("gpu", "info", f"{tag} uuid {g.get('uuid')}"))
+    return out
+
+
+# --- per rep: did the node misbehave under it? ----------------------------------
 
 
 def _preflight_gpu(preflight: dict[str, Any], g: dict[str, Any]) -> dict[str, Any]:
@@ -147,13 +261,6 @@ class RetryBudget:
     @property
     def left(self) -> int:
         return max(0, self.retries - self.used)
-
-    def take(self) -> bool:
-        """Spend one retry if any is left (for callers that keep their own diagnosis)."""
-        if self.used < self.retries:
-            self.used += 1
-            return True
-        return False
 
     def decide(self, reasons: list[str] | tuple[str, ...], label: str = "") -> Decision:
         if not reasons:

@@ -1,8 +1,8 @@
 """reference.lock: the pins a round is judged against, and where each came from.
 
-The model is the plain dict that the TOML file parses to. Functions over the
-model are pure; ``apply_changes`` edits a ``tomlkit`` document in place so the
-comments people write next to a pin survive every rewrite.
+The model is the plain dict that the TOML file parses to, and everything here
+is a pure function over it. The file format (a comment-keeping ``tomlkit``
+document) is ``console.lockfile``'s business.
 
 Rules kept here:
 - 0 means "not measured" and is always legal; any other value cites the
@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import copy
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-import tomlkit
-from tomlkit.items import Table
-
+from console.core.gate import counted
 from console.core.ledger import Problem
+from console.core.receipt import as_receipt
+from console.core.stats import median
 
 FRONTIER, GUARD = "frontier", "guard"
 KINDS = (FRONTIER, GUARD)
@@ -139,19 +138,20 @@ def pin(x: float) -> float:
 
 
 def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
-    """Recompute main's median for ``spec`` from the raw reps, never from the summary."""
-    reps = [r for r in receipt.get("reps", ()) if r.get("build") == "main" and r.get("phase") == spec.phase]
-    ok = [r for r in reps if r.get("status") == "ok" and _finite(r.get("value"))]
-    for r in ok:
-        if r.get("depth") != spec.slot.depth:
-            return Measured(None, len(ok), f"main's {spec.phase} reps ran at ctx{r.get('depth')}, "
+    """Recompute main's median for ``spec`` from the reps that count (``gate.counted``),
+    never from the summary."""
+    r = as_receipt(receipt)
+    ok = counted(r, r.rules).valid.get(("main", spec.phase), [])
+    for rep in ok:
+        if rep.depth != spec.slot.depth:
+            return Measured(None, len(ok), f"main's {spec.phase} reps ran at ctx{rep.depth}, "
                                            f"the slot says ctx{spec.slot.depth}")
-        metric = (r.get("reported") or {}).get("metric", spec.slot.metric)
+        metric = (rep.reported or {}).get("metric", spec.slot.metric)
         if metric != spec.slot.metric:
             return Measured(None, len(ok), f"main's {spec.phase} reps report {metric!r}, the slot says {spec.slot.metric!r}")
     if len(ok) < MIN_REPS:
         return Measured(None, len(ok), f"{len(ok)} ok {spec.phase} rep(s) of main; at least {MIN_REPS} needed")
-    return Measured(pin(statistics.median(float(r["value"]) for r in ok)), len(ok))
+    return Measured(pin(median(float(x.value) for x in ok)), len(ok))
 
 
 def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:
@@ -291,89 +291,29 @@ def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[st
         if not ch.moves:
             continue
         t = out.setdefault(ch.table, {}).setdefault(ch.key, {})
-        t.update(_fields(ch))
+        t.update(pin_fields(ch))
     return out
 
 
-def _fields(ch: Change) -> dict[str, Any]:
+def pin_fields(ch: Change) -> dict[str, Any]:
     if ch.table == "noise":
         return {"spread": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at}
     return {"value": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, "kind": ch.kind}
 
 
-# --- the TOML document ---------------------------------------------------------
-
-def loads(text: str) -> tomlkit.TOMLDocument:
-    try:
-        return tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as e:
-        raise LockError(f"reference.lock is not valid TOML: {e}") from None
-
-
-def model(doc: tomlkit.TOMLDocument) -> dict[str, Any]:
-    return doc.unwrap()
-
-
-def apply_changes(doc: tomlkit.TOMLDocument, changes: Iterable[Change]) -> None:
-    """Write moving changes into ``doc``, keeping every comment and unrelated key."""
-    for ch in changes:
-        if ch.moves:
-            table = _table(_table(doc, ch.table, super_table=True), ch.key)
-            for k, v in _fields(ch).items():
-                _set_keep_comment(table, k, v)
-
-
-def record_attested(doc: tomlkit.TOMLDocument, slot: str, value: float, source: str, at: str, note: str = "") -> None:
-    """Record a figure seen but not sealed. It sits beside the pin and never moves it."""
-    parse_slot(slot)
-    table = _table(_table(doc, "baselines", super_table=True), slot)
-    if "value" not in table:
-        _set_keep_comment(table, "value", 0.0)
-    att = tomlkit.inline_table()
-    att.update({"value": float(value), "source": source, "at": at, **({"note": note} if note else {})})
-    _set_keep_comment(table, "attested", att)
-
-
-def _table(parent: Any, key: str, super_table: bool = False) -> Table:
-    if key not in parent:
-        parent[key] = tomlkit.table(is_super_table=super_table)
-    return parent[key]
-
-
-def _set_keep_comment(table: Any, key: str, value: Any) -> None:
-    """Replace a value; a trailing ``# comment`` on its line stays with it."""
-    old = table.get(key) if key in table else None
-    new = value if hasattr(value, "trivia") else tomlkit.item(value)
-    if old is not None and hasattr(old, "trivia") and old.trivia.comment:
-        new.trivia.comment_ws = old.trivia.comment_ws
-        new.trivia.comment = old.trivia.comment
-    table[key] = new
-
-
-def new_lock_text(profile: Any) -> str:
-    """A fresh reference.lock for a profile: every slot present, all unmeasured."""
+def fresh_lock(profile: Any) -> dict[str, Any]:
+    """The model of a new lock for a profile: every slot present, all unmeasured."""
     p = _profile_view(profile)
-    doc = tomlkit.document()
-    doc.add(tomlkit.comment("Pins a round is judged against. 0 = not measured (always legal)."))
-    doc.add(tomlkit.comment("Every non-zero value is raised by a round from the receipt it sealed;"))
-    doc.add(tomlkit.comment("`console lock verify` recomputes it from that receipt. Comments survive rewrites."))
-    ref = tomlkit.table()
     r = p.get("reference", {})
-    ref.update({"engine": r.get("engine", ""), "repo": r.get("repo", ""), "commit": r.get("commit", ""),
-                "weights_sha256": r.get("weights_sha256", ""), "command": list(r.get("command", ()))})
-    doc["reference"] = ref
-    par = tomlkit.table()
-    par.update({"document_sha256": p["parity"].get("document_sha256", ""),
-                "reference_sha256": p["parity"].get("reference_sha256", "")})
-    doc["parity"] = par
-    base = tomlkit.table(is_super_table=True)
-    for name, spec in slots_of(p).items():
-        t = tomlkit.table()
-        t.update({"kind": spec.kind, "value": 0.0, "receipt": "", "measured_at": ""})
-        base[name] = t
-    doc["baselines"] = base
-    doc["noise"] = tomlkit.table(is_super_table=True)
-    return tomlkit.dumps(doc)
+    return {
+        "reference": {"engine": r.get("engine", ""), "repo": r.get("repo", ""), "commit": r.get("commit", ""),
+                      "weights_sha256": r.get("weights_sha256", ""), "command": list(r.get("command", ()))},
+        "parity": {"document_sha256": p["parity"].get("document_sha256", ""),
+                   "reference_sha256": p["parity"].get("reference_sha256", "")},
+        "baselines": {name: {"kind": spec.kind, "value": 0.0, "receipt": "", "measured_at": ""}
+                      for name, spec in slots_of(p).items()},
+        "noise": {},
+    }
 
 
 # --- staleness -------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from console.core.rules import GateRules
+from console.core.verdict import Reason
 
 
 class ParityInputError(ValueError):
@@ -65,7 +66,7 @@ class DepthStatus:
     depth: int
     status: str                          # "pass" | "fail" | "regressed" | "uncheckable"
     drift: float | None                  # cand kl / main kl; None when main is unknown or 0 < cand
-    reasons: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    reasons: tuple[Reason, ...] = field(default_factory=tuple)
 
     @property
     def checkable(self) -> bool:
@@ -264,9 +265,8 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _reason(code: str, depth: int, figure: str, value: float, bar: float, message: str) -> dict[str, Any]:
-    return {"code": code, "message": message, "build": "candidate", "depth": depth,
-            "figure": figure, "value": value, "bar": bar}
+def _reason(code: str, depth: int, figure: str, value: float, bar: float, message: str) -> Reason:
+    return Reason(code, message, depth=depth, figure=figure, bar=bar, value=value)
 
 
 def drift_ratio(cand_kl: float, main_kl: float | None) -> float | None:
@@ -291,7 +291,7 @@ def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules
     from even a near-uniform reference is real evidence, so that still fails.
     """
     d = cand.depth
-    reasons: list[dict[str, Any]] = []
+    reasons: list[Reason] = []
     drift = drift_ratio(cand.kl, main.kl if main is not None else None)
     kl_over = cand.kl > rules.kl_max
     if kl_over:

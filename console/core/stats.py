@@ -6,7 +6,10 @@ beta function evaluated by its continued fraction, inverted by bisection.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from console.core.receipt import Rep
 
 A, B = "main", "candidate"
 
@@ -55,23 +58,16 @@ def interleaved_order(reps_per_build: int) -> list[str]:
     return order
 
 
-def _schedule_key(rep: dict[str, Any]) -> tuple:
-    return (rep.get("position", 0), rep.get("index", 0), rep.get("attempt", 0))
-
-
-def paired_ratios(reps: Iterable[dict[str, Any]]) -> list[float]:
+def paired_ratios(reps: Iterable[Rep]) -> list[float]:
     """candidate/main value ratios, pairing the k-th candidate rep with the k-th main rep.
 
-    Reps are ordered by their position in the round's schedule, so the listing order
-    does not matter. Pass the valid timed reps of both builds; unpaired extras are dropped.
+    Reps are ordered by their place in the round's schedule, so the listing order
+    does not matter. Pass the counted timed reps of both builds; unpaired extras are dropped.
     """
-    by_build: dict[str, list[dict[str, Any]]] = {A: [], B: []}
-    for r in reps:
-        if r.get("build") in by_build:
-            by_build[r["build"]].append(r)
-    mains = sorted(by_build[A], key=_schedule_key)
-    cands = sorted(by_build[B], key=_schedule_key)
-    return [float(c["value"]) / float(m["value"]) for m, c in zip(mains, cands)]
+    reps = list(reps)
+    mains = sorted((r for r in reps if r.build == A), key=lambda r: r.schedule_key)
+    cands = sorted((r for r in reps if r.build == B), key=lambda r: r.schedule_key)
+    return [float(c.value) / float(m.value) for m, c in zip(mains, cands)]
 
 
 # --- Student t --------------------------------------------------------------------

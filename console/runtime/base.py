@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
+from ..protocol import LOG_TAIL_LINES  # noqa: F401 - one limit for every runtime's log tail
+
 # Inside a build or run, the engine's tree is at SRC_ROOT and its installed
 # binaries under ENGINE_ROOT. Profiles use these fixed paths; the local runtime
 # maps them to per-build temporary directories.
@@ -20,7 +22,6 @@ ENGINE_ROOT = "/engine"
 INPUTS_ROOT = "/inputs"
 OUT_ROOT = "/out"
 
-LOG_TAIL_LINES = 40
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """The one telemetry interface the round uses, whatever the node has.
 
-``Telemetry.preflight()`` describes the node before a round (facts and findings);
+``Telemetry.preflight()`` describes the node before a round: the adapter's facts
+(``preflight_facts()``) and the findings ``console.core.health.preflight_findings``
+decides over them under ``PreflightRules``; adapters judge nothing themselves.
 ``Telemetry.monitor()`` samples it in a background thread around one rep, and
 ``RepMonitor.stop()`` returns that rep's summary. Both return plain JSON-safe dicts
 (they go into the receipt as ``preflight`` and ``rep["telemetry"]``).
@@ -10,7 +12,8 @@ Preflight::
     {"source": "nvml" | "host", "at": unix_s,
      "host": {...host facts...}, "driver": {...} (nvml), "gpus": [{...per GPU...}],
      "findings": [{"code": str, "level": "refuse" | "warn" | "info", "message": str}],
-     "not_supported": ["gpu0 remapped_rows", ...]}
+     "not_supported": ["gpu0 remapped_rows", ...],
+     "errors": [str] (nvml), "nvml_unavailable": str | None (host: why there is no GPU telemetry)}
 
 Rep summary::
 
@@ -37,12 +40,9 @@ import threading
 import time
 from typing import Any, Callable
 
+from console.core.health import PreflightRules, finding, preflight_findings
+
 MAX_SAMPLES = 20000      # about 80 min at 0.25 s; beyond that samples are thinned, never unbounded
-
-
-def finding(code: str, level: str, message: str) -> dict[str, str]:
-    assert level in ("refuse", "warn", "info"), level
-    return {"code": code, "level": level, "message": message}
 
 
 def refused(preflight: dict[str, Any]) -> list[dict[str, str]]:
@@ -70,8 +70,13 @@ class Telemetry(abc.ABC):
     source: str = "?"
 
     @abc.abstractmethod
-    def preflight(self) -> dict[str, Any]:
-        """Facts about the node and findings that refuse, warn or inform."""
+    def preflight_facts(self, window_s: float = 0.5) -> dict[str, Any]:
+        """Facts about the node before a round: the preflight dict without findings."""
+
+    def preflight(self, window_s: float = 0.5, rules: PreflightRules | None = None) -> dict[str, Any]:
+        """Facts about the node and the core's findings over them (refuse, warn, inform)."""
+        facts = self.preflight_facts(window_s)
+        return {**facts, "findings": preflight_findings(facts, rules or PreflightRules())}
 
     def gpus(self) -> list[dict[str, Any]]:
         """The GPUs this telemetry watches: [{"index", "uuid", "name"}]; none on a host."""

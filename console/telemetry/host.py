@@ -21,13 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .base import RepMonitor, Telemetry, finding, metric_stats
-
-BUSY_OTHER_CORES_WARN = 0.5     # preflight: other processes keep half a core busy
-LOAD_PER_CORE_WARN = 0.75       # preflight: load average above this share of the cores
-LOW_MEMORY_SHARE = 0.10         # MemAvailable below this share of MemTotal …
-LOW_MEMORY_BYTES = 512 << 20    # … or below this many bytes
-HOT_C = 90.0
+from .base import RepMonitor, Telemetry, metric_stats
 
 HOST_METRICS = ["cpu_mhz", "busy_cores", "load1", "procs_running", "mem_available_bytes",
                 "page_cache_bytes", "temp_c"]
@@ -246,45 +240,18 @@ class HostTelemetry(Telemetry):
         return {"waited_s": round(time.monotonic() - t0, 3), "other_cores": None if other is None else round(other, 3),
                 "quiet": other is None or other < quiet_cores}
 
-    def preflight(self, window_s: float = 0.5) -> dict[str, Any]:
+    def preflight_facts(self, window_s: float = 0.5) -> dict[str, Any]:
         facts = self.facts()
         # other processes' CPU over a short window: the console itself is idle here
         other = self.other_busy_cores(window_s)
         facts["other_busy_cores"] = None if other is None else round(other, 3)
-        findings = host_findings(facts)
-        if self.nvml_unavailable:
-            findings.append(finding("no-gpu-telemetry", "info", self.nvml_unavailable))
-        return {"source": "host", "at": time.time(), "host": facts, "gpus": [],
-                "findings": findings, "not_supported": []}
+        return {"source": "host", "at": time.time(), "host": facts, "gpus": [], "not_supported": [],
+                "nvml_unavailable": self.nvml_unavailable}
 
     def monitor(self, interval_s: float = 0.25, *, start: bool = True,
                 own_cpu_s: Callable[[], float] | None = None, engine_cpus: float | None = None,
                 **_: Any) -> "HostMonitor":
         return HostMonitor(self, interval_s, start=start, own_cpu_s=own_cpu_s, engine_cpus=engine_cpus)
-
-
-def host_findings(facts: dict[str, Any]) -> list[dict[str, str]]:
-    out = []
-    cores = facts.get("cores") or 1
-    other = facts.get("other_busy_cores")
-    if other is not None and other > BUSY_OTHER_CORES_WARN:
-        out.append(finding("host-busy", "warn",
-                           f"other processes keep {other:.2f} of {cores} cores busy; timings will be noisy"))
-    load1 = facts.get("load1")
-    if load1 is not None and load1 > LOAD_PER_CORE_WARN * cores:
-        out.append(finding("host-load", "warn", f"load average {load1:.2f} on {cores} cores before the round"))
-    total, avail = facts.get("mem_total_bytes"), facts.get("mem_available_bytes")
-    if total and avail is not None and (avail < LOW_MEMORY_SHARE * total or avail < LOW_MEMORY_BYTES):
-        out.append(finding("low-memory", "warn",
-                           f"only {avail / 2**20:.0f} MiB of {total / 2**20:.0f} MiB available; "
-                           "the page cache cannot stay warm"))
-    temp = facts.get("temp_c")
-    if temp is not None and temp >= HOT_C:
-        out.append(finding("host-hot", "warn", f"a thermal sensor reads {temp:.0f} °C"))
-    gov = facts.get("governor")
-    if gov and gov != "performance":
-        out.append(finding("cpu-governor", "info", f"CPU frequency governor is '{gov}', not 'performance'"))
-    return out
 
 
 class HostMonitor(RepMonitor):

@@ -1,8 +1,8 @@
 """GPU telemetry through NVML (the ``pynvml`` module of nvidia-ml-py).
 
-Preflight reads what decides whether a node can be trusted for a round (driver,
-ECC state and error counts, remapped rows, clocks, power limit, other processes,
-free memory); per rep it samples clocks, temperature, power, clock-event
+Preflight reads the facts that decide whether a node can be trusted for a round
+(driver, ECC state and error counts, remapped rows, clocks, power limit, other
+processes, free memory; ``console.core.health`` decides); per rep it samples clocks, temperature, power, clock-event
 (throttle) reasons and compute processes, takes the energy counter's delta, and
 listens for XID critical errors. Any query a GPU does not support is recorded as
 "not supported" and the rest carries on. Host telemetry is gathered alongside.
@@ -15,7 +15,7 @@ import ctypes
 import time
 from typing import Any, Callable, Iterable
 
-from .base import RepMonitor, Telemetry, finding, metric_stats
+from .base import RepMonitor, Telemetry, metric_stats
 from .host import HostMonitor, HostTelemetry
 
 NOT_SUPPORTED = "not supported"
@@ -26,16 +26,12 @@ REASON_BITS: list[tuple[int, str]] = [
     (0x008, "hw_slowdown"), (0x010, "sync_boost"), (0x020, "sw_thermal"),
     (0x040, "hw_thermal"), (0x080, "hw_power_brake"), (0x100, "display_clock"),
 ]
-# reasons that mean the node, not the engine, held the clocks down
-LIMITING_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
 NVML_TEMPERATURE_GPU = 0
 NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 0, 1
 NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC = 0, 1
 XID_CRITICAL_ERROR = 0x8          # nvmlEventTypeXidCriticalError
-HOT_C = 85.0
-LOW_FREE_SHARE = 0.10
 GPU_METRICS = ["sm_clock_mhz", "mem_clock_mhz", "temp_c", "power_w"]
 
 
@@ -135,11 +131,10 @@ class NvmlTelemetry(Telemetry):
     def settle(self, quiet_cores: float, max_s: float) -> dict[str, Any]:
         return self.host.settle(quiet_cores, max_s)
 
-    def preflight(self, window_s: float = 0.5) -> dict[str, Any]:
+    def preflight_facts(self, window_s: float = 0.5) -> dict[str, Any]:
         ns: list[str] = []
         errs: list[str] = []
-        nv = self.nv
-        host = self.host.preflight(window_s=window_s)
+        host = self.host.preflight_facts(window_s=window_s)
         cuda = self.q(None, "cuda_driver_version", self.fn("nvmlSystemGetCudaDriverVersion"), record=ns, errors=errs)
         driver = {
             "driver_version": _s(self.q(None, "driver_version", self.fn("nvmlSystemGetDriverVersion"),
@@ -149,13 +144,8 @@ class NvmlTelemetry(Telemetry):
                                       record=ns, errors=errs)),
         }
         gpus = [self._gpu_facts(i, h, ns, errs) for i, h in zip(self.indices, self.handles)]
-        findings = list(host["findings"])
-        for g in gpus:
-            findings += gpu_findings(g)
-        for e in errs:
-            findings.append(finding("nvml-error", "warn", e))
         return {"source": "nvml", "at": time.time(), "host": host["host"], "driver": driver, "gpus": gpus,
-                "findings": findings, "not_supported": ns, "errors": errs}
+                "not_supported": ns, "errors": errs}
 
     def _gpu_facts(self, index: int, h: Any, ns: list[str], errs: list[str]) -> dict[str, Any]:
         def q(what: str, name: str, *args: Any) -> Any:
@@ -233,51 +223,6 @@ class NvmlTelemetry(Telemetry):
 
 def _watts(mw: Any) -> Any:
     return round(mw / 1000.0, 3) if isinstance(mw, (int, float)) and not isinstance(mw, bool) else mw
-
-
-def gpu_findings(g: dict[str, Any]) -> list[dict[str, str]]:
-    out = []
-    tag = f"GPU {g['index']} ({g.get('name') or g.get('uuid')})"
-    ee = g.get("ecc_errors")
-    if isinstance(ee, dict):
-        vu, au = ee.get("volatile_uncorrected"), ee.get("aggregate_uncorrected")
-        if isinstance(vu, int) and vu > 0:
-            out.append(finding("ecc-uncorrected", "refuse",
-                               f"{tag} has {vu} uncorrected ECC errors since the driver loaded; it needs a reset"))
-        elif isinstance(au, int) and au > 0:
-            out.append(finding("ecc-history", "warn", f"{tag} has {au} uncorrected ECC errors in its lifetime"))
-    elif isinstance(g.get("ecc_mode"), dict) and not g["ecc_mode"]["current"]:
-        out.append(finding("ecc-off", "info", f"{tag} runs with ECC off"))
-    rr = g.get("remapped_rows")
-    if isinstance(rr, dict):
-        if rr["failure"]:
-            out.append(finding("row-remap-failure", "refuse", f"{tag} failed a row remapping; its memory is unreliable"))
-        if rr["pending"]:
-            out.append(finding("row-remap-pending", "refuse", f"{tag} has a row remapping pending; it needs a reset"))
-    if g.get("persistence_mode") == "disabled":
-        out.append(finding("persistence-off", "warn",
-                           f"{tag}: persistence mode is off; the driver may tear down between runs"))
-    procs = g.get("processes")
-    if isinstance(procs, list) and procs:
-        pids = ", ".join(str(p["pid"]) + (f" ({p['name']})" if p.get("name") else "") for p in procs[:5])
-        out.append(finding("gpu-busy", "warn", f"{tag} already runs compute processes: {pids}"))
-    lim, dflt = g.get("power_limit_w"), g.get("default_power_limit_w")
-    if isinstance(lim, (int, float)) and isinstance(dflt, (int, float)) and lim < 0.99 * dflt:
-        out.append(finding("power-limit-lowered", "warn", f"{tag} power limit {lim:.0f} W is below its default {dflt:.0f} W"))
-    thr = g.get("throttle")
-    if isinstance(thr, list):
-        bad = [r for r in thr if r in LIMITING_REASONS]
-        if bad:
-            out.append(finding("throttled-now", "warn", f"{tag} is throttled before the round: {', '.join(bad)}"))
-    t = g.get("temp_c")
-    if isinstance(t, (int, float)) and t >= HOT_C:
-        out.append(finding("gpu-hot", "warn", f"{tag} is at {t:.0f} °C before the round"))
-    mem = g.get("memory")
-    if isinstance(mem, dict) and mem["total_bytes"] and mem["free_bytes"] < LOW_FREE_SHARE * mem["total_bytes"]:
-        out.append(finding("low-gpu-memory", "warn",
-                           f"{tag} has {mem['free_bytes'] / 2**30:.1f} GiB free of {mem['total_bytes'] / 2**30:.1f} GiB"))
-    out.append(finding("gpu", "info", f"{tag} uuid {g.get('uuid')}"))
-    return out
 
 
 class NvmlMonitor(RepMonitor):

@@ -148,3 +148,32 @@ def timed(receipt: dict[str, Any], build: str) -> list[dict[str, Any]]:
 
 def variant(receipt: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(receipt)
+
+
+# --- one real receipt per outcome the gate can produce --------------------------------------
+
+MAIN = (200.0, 201.0, 199.5, 200.5, 200.2)
+
+
+def _scaled(values, k):
+    return tuple(v * k for v in values)
+
+
+def _infra() -> dict[str, Any]:
+    r = make_receipt(status="infra")
+    r["diagnosis"] = "GPU fell off the bus during rep 3"
+    return r
+
+
+# One real receipt per outcome, each breaking one thing of a sound round.
+OUTCOME_RECEIPTS = {
+    "accepted": lambda: make_receipt(),
+    "none": lambda: make_receipt(cand=_scaled(MAIN, 1.005)),
+    "noise": lambda: make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7), kind="noise"),
+    "rejected": lambda: make_receipt(cand_parity=depth_figures(kl=2e-6, at={2048: {"top1": 0.5}})),
+    "infra": _infra,
+    "implausible": lambda: make_receipt(
+        cand=_scaled(MAIN, 5.5), short_cand=_scaled(MAIN[:3], 5.5),
+        guards={"decode_ctx128": (_scaled(MAIN[:3], 1.3), _scaled(MAIN[:3], 7))}),
+    "uncheckable": lambda: make_receipt(cand_parity=depth_figures(ref_entropy=math.log(VOCAB))),
+}

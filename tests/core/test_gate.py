@@ -4,7 +4,7 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from console.core.gate import BANDS, Verdict, _check_claims, band, decide, decide_noise
+from console.core.gate import BANDS, Verdict, band, counted, decide
 from console.profile import Bands, rules_from_dict
 
 from .receipts import default_rules, depth_figures, make_receipt, timed, variant
@@ -15,11 +15,11 @@ MAIN = (200.0, 201.0, 199.5, 200.5, 200.2)
 
 
 def codes(v):
-    return [r["code"] for r in v.reasons]
+    return v.codes
 
 
 def warn_codes(v):
-    return [w["code"] for w in v.warnings]
+    return [w.code for w in v.warnings]
 
 
 def scaled(values, k):
@@ -31,11 +31,11 @@ def scaled(values, k):
 def test_clean_round_is_accepted_with_a_tier():
     v = decide(make_receipt(), RULES)
     assert v.outcome == "accepted" and v.exit_code == 0
-    assert v.tier == band(v.speed["basis"], RULES.bands) == "s"
-    assert v.speed["frontier_source"] == "main this round"
-    assert v.speed["gain"] == v.speed["basis"] and v.speed["basis_kind"] == "frontier"
+    assert v.tier == band(v.speed.basis, RULES.bands) == "s"
+    assert v.speed.frontier_source == "main this round"
+    assert v.speed.gain == v.speed.basis and v.speed.basis_kind == "frontier"
     assert v.parity["worst_depth"] == 4096
-    assert v.speed["interval"][0] > 0
+    assert v.speed.interval[0] > 0
 
 
 def test_verdict_round_trips_as_strict_json():
@@ -58,16 +58,16 @@ def test_kl_failure_rejects_with_a_readable_reason_and_no_speed():
     v = decide(r, RULES)
     assert v.outcome == "rejected" and v.exit_code == 1 and v.tier is None
     [reason] = v.reasons
-    assert reason["message"] == "depth 2048: mean KL 0.31 nats > bar 0.05"
-    assert (reason["depth"], reason["figure"], reason["bar"]) == (2048, "kl", 0.05)
-    assert "gain" not in v.speed and "suppressed" in v.speed
+    assert reason.message == "depth 2048: mean KL 0.31 nats > bar 0.05"
+    assert (reason.depth, reason.figure, reason.bar) == (2048, "kl", 0.05)
+    assert v.speed is None and v.suppressed
     assert v.parity["worst_depth"] == 2048
 
 
 def test_every_failing_depth_is_listed():
     r = make_receipt(cand_parity=depth_figures(at={4: {"top1": 0.5}, 4096: {"kl": 0.2, "top1": 0.9}}))
     v = decide(r, RULES)
-    assert sorted((x["depth"], x["figure"]) for x in v.reasons) == [(4, "top1"), (4096, "kl"), (4096, "top1")]
+    assert sorted((x.depth, x.figure) for x in v.reasons) == [(4, "top1"), (4096, "kl"), (4096, "top1")]
 
 
 def test_ratchet_regression_rejects():
@@ -81,7 +81,7 @@ def test_ratchet_regression_rejects():
 def test_candidate_parity_error_rejects():
     v = decide(make_receipt(cand_error="logits file has shape [7, 2048], expected [7, 4, 2048]"), RULES)
     assert v.outcome == "rejected" and codes(v) == ["parity-error"]
-    assert "shape" in v.reasons[0]["message"]
+    assert "shape" in v.reasons[0].message
 
 
 def test_scored_path_failures_reject():
@@ -101,7 +101,7 @@ def test_uncheckable_depths():
     flat = math.log(2048)
     some = decide(make_receipt(cand_parity=depth_figures(kl=2e-6, at={4: {"ref_entropy": flat, "top1": 0.0}})), RULES)
     assert some.outcome == "accepted" and "parity-uncheckable" in warn_codes(some)
-    assert "depth 4" in next(w["message"] for w in some.warnings if w["code"] == "parity-uncheckable")
+    assert "depth 4" in next(w.message for w in some.warnings if w.code == "parity-uncheckable")
     all_ = decide(make_receipt(cand_parity=depth_figures(ref_entropy=flat)), RULES)
     assert all_.outcome == "uncheckable" and all_.exit_code == 4 and all_.tier is None
 
@@ -121,7 +121,7 @@ def test_refused_candidate_rep_rejects():
     rep.update(status="refused", value=None, refusals=["two BENCH_RESULT lines"])
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["refused"]
-    assert "two BENCH_RESULT lines" in v.reasons[0]["message"]
+    assert "two BENCH_RESULT lines" in v.reasons[0].message
 
 
 def test_main_claim_problem_is_infra():
@@ -129,7 +129,7 @@ def test_main_claim_problem_is_infra():
     timed(r, "main")[0].update(status="refused", value=None, refusals=["bad json"])
     v = decide(r, RULES)
     assert v.outcome == "infra" and v.exit_code == 3
-    assert v.reasons[0]["message"].startswith("main invalid")
+    assert v.reasons[0].message.startswith("main invalid")
 
 
 def test_elapsed_beyond_wall_clock_is_refused():
@@ -165,22 +165,22 @@ def test_differential_refuses_an_inflated_rate():
     # The engine claims 2x its real speed: each run's elapsed is halved, the wall clock is not.
     v = decide(_padded(0.0), RULES)
     assert v.outcome == "rejected" and codes(v) == ["claim-differential"]
-    assert "rate not supported by wall clock" in v.reasons[0]["message"]
+    assert "rate not supported by wall clock" in v.reasons[0].message
 
 
 def test_short_runs_padded_to_prop_up_an_inflated_rate_are_refused_by_their_fixed_cost():
     r = _padded(0.5)
-    claims = _check_claims(r, RULES)
+    claims = counted(r, RULES)
     d = claims.differential["candidate"]
     assert d["rate"] >= d["required_rate"]              # the padding does fool the slope …
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["claim-overhead"]   # … not the intercept
-    assert "fixed cost per run" in v.reasons[0]["message"]
+    assert "fixed cost per run" in v.reasons[0].message
     assert d["overhead_s"] > claims.differential["main"]["overhead_s"] + 0.25
 
 
 def test_an_honest_candidate_has_main_s_fixed_cost():
-    claims = _check_claims(make_receipt(), RULES)
+    claims = counted(make_receipt(), RULES)
     assert abs(claims.differential["candidate"]["overhead_s"] - claims.differential["main"]["overhead_s"]) < 1e-3
 
 
@@ -190,7 +190,7 @@ def test_differential_refuses_when_long_runs_are_not_longer():
         if rep["build"] == "candidate" and rep["phase"] == "short":
             rep["wall_s"] = 5.0
     v = decide(r, RULES)
-    assert codes(v) == ["claim-differential"] and "no longer than" in v.reasons[0]["message"]
+    assert codes(v) == ["claim-differential"] and "no longer than" in v.reasons[0].message
 
 
 def test_seek_must_be_announced_and_backed_by_memory():
@@ -200,7 +200,7 @@ def test_seek_must_be_announced_and_backed_by_memory():
     r = make_receipt()
     timed(r, "candidate")[2]["peak_mem_bytes"] = None
     v = decide(r, RULES)
-    assert codes(v) == ["claim-seek-memory"] and "no evidence" in v.reasons[0]["message"]
+    assert codes(v) == ["claim-seek-memory"] and "no evidence" in v.reasons[0].message
     r = make_receipt()
     timed(r, "candidate")[2]["peak_mem_bytes"] = 4096 * 4096 // 2
     assert codes(decide(r, RULES)) == ["claim-seek-memory"]
@@ -225,7 +225,7 @@ def test_suspect_reps_are_excluded_not_blamed():
     timed(r, "candidate")[4]["status"] = "suspect"
     v = decide(r, RULES)
     assert v.outcome == "accepted" and "reps-excluded" in warn_codes(v)
-    assert v.speed["candidate"]["n"] == 4 and v.speed["candidate_median"] == 212.25
+    assert v.speed.candidate["n"] == 4 and v.speed.candidate_median == 212.25
 
 
 def test_too_few_valid_reps_is_infra():
@@ -233,14 +233,14 @@ def test_too_few_valid_reps_is_infra():
     for rep in timed(r, "main")[1:]:
         rep["status"] = "suspect"
     v = decide(r, RULES)
-    assert v.outcome == "infra" and codes(v) == ["too-few-reps"] and v.reasons[0]["build"] == "main"
+    assert v.outcome == "infra" and codes(v) == ["too-few-reps"] and v.reasons[0].build == "main"
 
 
 def test_infra_receipt_is_infra():
     r = make_receipt(status="infra", cand_parity=depth_figures(kl=0.9))
     r["diagnosis"] = "GPU fell off the bus during rep 3"
     v = decide(r, RULES)
-    assert v.outcome == "infra" and "fell off the bus" in v.reasons[0]["message"]
+    assert v.outcome == "infra" and "fell off the bus" in v.reasons[0].message
 
 
 # --- the timed path's own output -----------------------------------------------------
@@ -253,9 +253,9 @@ def _timed_rows(*rows):
 def test_timed_path_diverging_from_main_rejects_without_speed_credit():
     r = make_receipt(timed_path=_timed_rows({"kl": 0.0, "top1": 1.0}, {"kl": 0.9, "top1": 0.0}))
     v = decide(r, RULES)
-    assert v.outcome == "rejected" and v.tier is None and "suppressed" in v.speed
+    assert v.outcome == "rejected" and v.tier is None and v.speed is None and v.suppressed
     assert codes(v) == ["timed-path-kl", "timed-path-top1"]
-    assert "candidate timed rep 1" in v.reasons[0]["message"] and v.reasons[0]["depth"] == 4096
+    assert "candidate timed rep 1" in v.reasons[0].message and v.reasons[0].depth == 4096
     assert v.parity["timed_path"]["status"] == "fail"
 
 
@@ -293,7 +293,7 @@ def test_guard_breach_rejects():
     r = make_receipt(guards={"decode_ctx128": (scaled(MAIN[:3], 1.3), (240.0, 241.0, 242.0))})
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["guard-breach"] and v.tier is None
-    assert "floor 255" in v.reasons[0]["message"]
+    assert "floor 255" in v.reasons[0].message
 
 
 def test_guard_within_its_drop_passes():
@@ -306,7 +306,7 @@ def test_without_a_pinned_floor_main_this_round_is_the_guard_floor():
     r["lock"]["guards"]["decode_ctx128"] = 0.0
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["guard-breach"]
-    row = v.speed["guards"]["decode_ctx128"]
+    row = v.guards["decode_ctx128"]
     assert (row["floor"], row["floor_source"]) == (100.0, "main this round")
 
 
@@ -314,7 +314,7 @@ def test_without_a_pinned_floor_a_candidate_level_with_main_passes_the_guard():
     r = make_receipt(guards={"decode_ctx128": ((100.0, 101.0, 99.0), (99.0, 100.0, 98.5))})
     r["lock"]["guards"]["decode_ctx128"] = 0.0
     v = decide(r, RULES)
-    assert v.outcome == "accepted" and v.speed["guards"]["decode_ctx128"]["enforced"]
+    assert v.outcome == "accepted" and v.speed.guards["decode_ctx128"]["enforced"]
 
 
 def test_guard_with_no_floor_and_no_main_reps_is_said_not_enforced():
@@ -334,7 +334,7 @@ def test_small_gain_is_none():
 def test_noisy_gain_whose_interval_includes_zero_is_none():
     v = decide(make_receipt(main=(200, 200, 200, 200, 200), cand=(260, 150, 270, 140, 230),
                             short_cand=(230, 230, 230)), RULES)
-    assert v.speed["gain"] > RULES.significance
+    assert v.speed.gain > RULES.significance
     assert v.outcome == "none" and codes(v) == ["interval-includes-zero"]
 
 
@@ -357,8 +357,8 @@ def test_lock_frontier_above_main_is_the_frontier_and_stale():
     r = make_receipt()
     r["lock"]["frontier"] = 205.0
     v = decide(r, RULES)
-    assert v.speed["frontier"] == 205.0 and v.speed["frontier_source"] == "lock"
-    assert v.speed["gain"] == (v.speed["candidate_median"] - 205.0) / 205.0
+    assert v.speed.frontier == 205.0 and v.speed.frontier_source == "lock"
+    assert v.speed.gain == (v.speed.candidate_median - 205.0) / 205.0
     assert "pin-stale" in warn_codes(v)
 
 
@@ -366,8 +366,8 @@ def test_main_far_above_the_pin_is_stale():
     r = make_receipt()
     r["lock"]["frontier"] = 180.0
     v = decide(r, RULES)
-    [msg] = [w["message"] for w in v.warnings if w["code"] == "pin-stale"]
-    assert "+11.2%" in msg and v.speed["frontier"] == v.speed["main_median"]
+    [msg] = [w.message for w in v.warnings if w.code == "pin-stale"]
+    assert "+11.2%" in msg and v.speed.frontier == v.speed.main_median
 
 
 # --- tier and plausibility ----------------------------------------------------------------
@@ -375,9 +375,9 @@ def test_main_far_above_the_pin_is_stale():
 def test_anchor_binds_when_it_is_larger_than_the_frontier():
     rules = default_rules(anchor=800.0)
     v = decide(make_receipt(cand=scaled(MAIN, 1.20)), rules)
-    assert v.speed["basis_kind"] == "anchor"
-    assert v.speed["basis"] == v.speed["delta"] / 800.0
-    assert v.tier == "s" and v.speed["gain"] > 0.18      # xl over the frontier, s against the anchor
+    assert v.speed.basis_kind == "anchor"
+    assert v.speed.basis == v.speed.delta / 800.0
+    assert v.tier == "s" and v.speed.gain > 0.18      # xl over the frontier, s against the anchor
 
 
 def test_band_edges():
@@ -399,15 +399,15 @@ def test_implausible_result_is_held_with_its_would_be_tier():
 def test_noise_receipt():
     r = make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7), kind="noise")
     v = decide(r, RULES)
-    assert v == decide_noise(r, RULES)
+    assert v == decide(r, RULES)
     assert v.outcome == "noise" and v.exit_code == 0
-    n = v.speed["noise"]
+    n = v.noise
     assert n["pairs"] == 5 and n["spread"] < RULES.significance and n["false_positives"] == 0
 
 
 def test_noise_receipt_with_a_noisy_node_warns():
     r = make_receipt(cand=(210.0, 190.0, 212.0, 195.0, 206.0), short_cand=(200.0, 200.0, 200.0), kind="noise")
-    v = decide_noise(r, RULES)
+    v = decide(r, RULES)
     assert v.outcome == "noise" and "threshold-below-noise" in warn_codes(v)
 
 
@@ -433,8 +433,8 @@ settings_ = settings(max_examples=60, deadline=None, suppress_health_check=[Heal
 def test_tier_never_exceeds_the_measured_gain_band(main_vals, factor, jitter, anchor):
     v = decide(round_with(main_vals, factor, jitter), default_rules(anchor=anchor))
     if v.tier is not None:
-        assert BANDS.index(v.tier) <= BANDS.index(band(v.speed["gain"], RULES.bands))
-        assert v.speed["basis"] <= v.speed["gain"]
+        assert BANDS.index(v.tier) <= BANDS.index(band(v.speed.gain, RULES.bands))
+        assert v.speed.basis <= v.speed.gain
 
 
 @settings_
@@ -445,7 +445,7 @@ def test_parity_failure_never_yields_a_tier_or_speed_credit(main_vals, factor, j
     r["parity"]["candidate"]["depths"] = depth_figures(at={(4, 128, 256, 512, 1024, 2048, 4096)[depth_i]: bad})
     v = decide(r, RULES)
     assert v.outcome == "rejected" and v.tier is None and v.would_be_tier is None
-    assert not {"gain", "basis", "band"} & set(v.speed)
+    assert v.speed is None and not {"gain", "basis", "band"} & set(v.to_dict()["speed"])
 
 
 @settings_
@@ -461,14 +461,14 @@ def test_verdict_is_invariant_to_rep_listing_order(main_vals, factor, jitter, rn
 @given(values, st.floats(0.8, 1.02), jitters)
 def test_gain_at_or_below_the_threshold_is_never_accepted(main_vals, factor, jitter):
     v = decide(round_with(main_vals, factor, jitter), RULES)
-    if v.speed.get("gain") is not None and v.speed["gain"] <= RULES.significance:
+    if v.speed is not None and v.speed.gain <= RULES.significance:
         assert v.outcome != "accepted" and v.tier is None
 
 
 def test_gain_exactly_at_the_threshold_is_none():
     main = (200.0, 200.0, 200.0)
     v = decide(make_receipt(main=main, cand=(204.0, 204.0, 204.0)), default_rules(significance=0.02))
-    assert v.speed["gain"] <= 0.02 + 1e-15
+    assert v.speed.gain <= 0.02 + 1e-15
     assert v.outcome == "none"
 
 

@@ -210,10 +210,10 @@ def test_status_pass_and_failures():
     assert depth_status(fig(), fig(), RULES).status == "pass"
     st_ = depth_status(fig(depth=2048, kl=0.31), fig(), RULES)
     assert st_.status == "fail"
-    assert st_.reasons[0]["message"] == "depth 2048: mean KL 0.31 nats > bar 0.05"
+    assert st_.reasons[0].message == "depth 2048: mean KL 0.31 nats > bar 0.05"
     st_ = depth_status(fig(top1=0.9), None, RULES)
-    assert st_.status == "fail" and st_.reasons[0]["figure"] == "top1"
-    assert st_.reasons[0]["bar"] == 0.95
+    assert st_.status == "fail" and st_.reasons[0].figure == "top1"
+    assert st_.reasons[0].bar == 0.95
 
 
 def test_uncheckable_unless_kl_is_over_the_bar_anyway():

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.core import stats
+from console.core.receipt import Rep
 from console.core.stats import (interleaved_order, mad_spread, median, noise_report, paired_ratios,
                                 ratio_interval, spread, t_cdf, t_quantile)
 
@@ -78,7 +79,7 @@ def test_ratio_interval_properties(ratios, confidence):
 
 
 def _rep(build, position, value):
-    return {"build": build, "position": position, "index": 0, "phase": "timed", "value": value}
+    return Rep(build=build, phase="timed", index=0, position=position, value=value)
 
 
 def test_paired_ratios_pair_by_schedule_position():

@@ -14,7 +14,8 @@ import pytest
 
 from console import events as ev
 from console import sources, store
-from console.cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, main as cli_main
+from console.cli import main as cli_main
+from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console import events as ev, lockfile, sources
-from console.cli import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
+from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.errors import ExitCode
 from console.profile import load_profile
 from console.round import Round, RoundConfig
@@ -28,8 +28,8 @@ class ThrottleOn:
         self.inner = open_telemetry(nvml=self.fake)
         self.bad, self.always, self.calls = bad or set(), always, 0
 
-    def preflight(self):
-        return self.inner.preflight()
+    def preflight(self, **kw):
+        return self.inner.preflight(**kw)
 
     def gpus(self):
         return self.inner.gpus()

@@ -3,18 +3,25 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from console import events as ev
+from console.core import gate
 from console.replay import read_journal
 from console.tui.app import ConsoleApp
+from core.receipts import VOCAB, default_rules, make_receipt  # tests/core: realistic receipts
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded_round.jsonl"
 SIZE = (120, 40)
+# The recorded round's plan states this parity bar; the gate judges it by the same.
+RULES = default_rules(top1_min=0.99, kl_max=1e-3)
+LOCK = {"frontier": 210.0, "frontier_slot": "DEMO_H100_DECODE_4096", "anchor": 0.0,
+        "guards": {"decode_ctx128": 410.0}, "noise_spread": 0.012}
 
 
 class SteppedSource:
@@ -54,8 +61,45 @@ class SteppedSource:
             self._cond.notify_all()
 
 
+def recorded_receipt(events: list[ev.Event]) -> dict[str, Any]:
+    """The round as a receipt: the events' own reps and parity figures, in the complete
+    frame tests/core/receipts.py builds (profile, bench, rules, lock)."""
+    figures: dict[str, list[dict[str, Any]]] = {"main": [], "candidate": []}
+    for e in events:
+        if isinstance(e, ev.DepthGraded):
+            figures[e.build].append({"depth": e.depth, "top1": e.top1, "kl": e.kl,
+                                     "ref_entropy": e.ref_entropy, "max_entropy": math.log(VOCAB)})
+    scored = {e.build: {"depth": e.depth, "top1": e.top1, "kl": e.kl, "error": e.error}
+              for e in events if isinstance(e, ev.ScoredPathChecked)}
+    receipt = make_receipt(main_parity=figures["main"], cand_parity=figures["candidate"],
+                           scored_path=scored, lock=dict(LOCK), rules=RULES)
+    receipt["reps"] = [e.rep for e in events if isinstance(e, ev.RepDone)]
+    return receipt
+
+
+def gate_verdict(receipt: dict[str, Any], rules=RULES) -> dict[str, Any]:
+    """What the real gate decides, as the event stream carries it."""
+    return gate.decide(receipt, rules).to_dict()
+
+
+def with_verdict(events: list[ev.Event], verdict: dict[str, Any]) -> list[ev.Event]:
+    """The stream with ``verdict`` as its verdict and the round ending with its exit code."""
+    out: list[ev.Event] = []
+    for e in events:
+        if isinstance(e, ev.VerdictReady):
+            e = ev.VerdictReady(verdict=verdict, at=e.at)
+        elif isinstance(e, ev.RoundEnded):
+            e = ev.RoundEnded(status=e.status, exit_code=verdict["exit_code"], message=e.message,
+                              receipt_path=e.receipt_path, at=e.at)
+        out.append(e)
+    return out
+
+
 def recorded_events() -> list[ev.Event]:
-    return list(read_journal(RECORDED))
+    """The recorded round, its verdict the gate's decision on the round's own data (the
+    journal's verdict is hand-written and uses words the gate never emits)."""
+    events = list(read_journal(RECORDED))
+    return with_verdict(events, gate_verdict(recorded_receipt(events)))
 
 
 def index_of(events: list[ev.Event], pred) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ from console.tui.screens.viewers import LogScreen, ReceiptScreen
 from console.tui.widgets.builds import BuildPanel
 from console.tui.widgets.reps import RepSummary
 
-from .conftest import SIZE, SteppedSource, feed, frozen_clock, index_of, screen_text
-
+from .conftest import (SIZE, SteppedSource, feed, frozen_clock, gate_verdict, index_of, recorded_receipt,
+                       screen_text, with_verdict)
 
 
 def _app(events: list[ev.Event]) -> tuple[ConsoleApp, SteppedSource]:
@@ -81,49 +82,49 @@ async def test_verdict_banner_shows_tier_and_reasons(recorded):
         assert app.dashboard.verdict.label == ""
         await feed(pilot, source, len(recorded))
         panel = app.dashboard.verdict
-        assert panel.label == "TIER M"
         verdict = next(e for e in recorded if isinstance(e, ev.VerdictReady)).verdict
+        assert verdict["outcome"] == "accepted" and verdict["tier"] == "m"
+        assert panel.label == "TIER M" and panel.has_class("-tier")
         for reason in verdict["reasons"]:
             assert reason["message"] in panel.text_plain
+        assert verdict["warnings"]
         for warning in verdict["warnings"]:
             assert warning["message"] in panel.text_plain
-        assert "+8.52% [+7.61%, +9.38%]" in panel.text_plain
+        speed = verdict["speed"]
+        lo, hi = speed["interval"]
+        assert f"{speed['gain']:+.2%} [{lo:+.2%}, {hi:+.2%}]" in panel.text_plain
         assert "band m" in panel.text_plain
         assert app.dashboard.header.status == "complete"
 
 
 def _rejected(recorded: list[ev.Event]) -> list[ev.Event]:
-    reasons = [{"code": "parity-fail", "message": "candidate fails parity at depth 2048: "
-                                                  "KL 4.1e-02 over the bar 1.0e-03"},
-               {"code": "no-speed-credit", "message": "a parity failure suppresses any "
-                                                     "speed credit"}]
-    out = []
-    for e in recorded:
-        if isinstance(e, ev.DepthGraded) and e.build == "candidate" and e.depth == 2048:
-            e = ev.DepthGraded(build="candidate", depth=2048, top1=0.91, kl=4.1e-2,
-                               ref_entropy=e.ref_entropy, status="fail",
-                               reasons=["KL 4.1e-02 over the bar"], at=e.at)
-        if isinstance(e, ev.ParityDone) and e.build == "candidate":
-            e = ev.ParityDone(build="candidate", ok=False, worst_depth=2048, at=e.at)
-        if isinstance(e, ev.VerdictReady):
-            e = ev.VerdictReady(verdict={"outcome": "rejected", "tier": None, "exit_code": 1,
-                                         "reasons": reasons, "warnings": []}, at=e.at)
-        if isinstance(e, ev.RoundEnded):
-            e = ev.RoundEnded(status="complete", exit_code=1, at=e.at)
-        out.append(e)
-    return out
+    """The recorded round with the candidate broken at depth 2048, judged by the gate."""
+    def at_2048(e: ev.Event) -> bool:
+        return isinstance(e, ev.DepthGraded) and e.build == "candidate" and e.depth == 2048
+
+    out = [replace(e, top1=0.91, kl=4.1e-2, status="fail") if at_2048(e)
+           else replace(e, ok=False, worst_depth=2048)
+           if isinstance(e, ev.ParityDone) and e.build == "candidate" else e for e in recorded]
+    verdict = gate_verdict(recorded_receipt(out))
+    # the depth's row lists what the gate found there
+    found = [r["message"] for r in verdict["reasons"] if r.get("depth") == 2048]
+    return with_verdict([replace(e, reasons=found) if at_2048(e) else e for e in out], verdict)
 
 
 async def test_rejected_verdict_shows_each_reason(recorded):
     events = _rejected(recorded)
+    verdict = next(e for e in events if isinstance(e, ev.VerdictReady)).verdict
+    assert verdict["outcome"] == "rejected"
+    assert {"parity-kl", "parity-top1"} <= {r["code"] for r in verdict["reasons"]}
     app, source = _app(events)
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, source, len(events))
         panel = app.dashboard.verdict
         assert panel.label == "REJECTED"
         assert panel.has_class("-bad")
-        assert "candidate fails parity at depth 2048" in panel.text_plain
-        assert "a parity failure suppresses any speed credit" in panel.text_plain
+        for reason in verdict["reasons"]:
+            assert reason["message"] in panel.text_plain
+        assert f"speed not computed: {verdict['speed']['suppressed']}" in panel.text_plain
         table = app.dashboard.parity.table
         assert _cell(table, "2048", "grade") == "pass/fail"
         assert _cell(table, "2048", "depth") == "2048 ◀"

@@ -11,7 +11,10 @@ from console import events as ev
 from console.replay import ListSource, ReplaySource, events_from_receipt
 from console.tui.app import ConsoleApp
 
-from .conftest import RECORDED, SIZE, frozen_clock
+from core.receipts import default_rules
+from core.receipts import make_receipt as sealed_receipt
+
+from .conftest import RECORDED, SIZE, frozen_clock, gate_verdict
 
 
 def test_journal_replays_every_line():
@@ -120,19 +123,39 @@ def test_receipt_synthesizes_the_round(recorded, tmp_path: Path):
     assert {e.status for e in events if isinstance(e, ev.DepthGraded)} == {"recorded"}
 
 
+async def _until_ended(app, pilot) -> None:
+    for _ in range(200):
+        if app.dashboard.ended is not None:
+            return
+        await pilot.pause(0.05)
+
+
 async def test_receipt_replays_through_the_app(recorded, tmp_path: Path):
     path = tmp_path / "receipt.json"
     path.write_text(json.dumps(make_receipt(recorded)))
     app = ConsoleApp(ReplaySource(path, speed=0), clock=frozen_clock)
     async with app.run_test(size=SIZE) as pilot:
-        for _ in range(200):
-            if app.dashboard.ended is not None:
-                break
-            await pilot.pause(0.05)
+        await _until_ended(app, pilot)
         assert app.dashboard.verdict.label == "TIER M"
         assert app.dashboard.reps.row_count == 18
         await pilot.press("r")
         assert type(app.screen).__name__ == "ReceiptScreen"
+
+
+async def test_sealed_receipt_shows_the_gates_verdict(tmp_path: Path):
+    receipt = sealed_receipt(cand=(200.0, 201.0, 199.5, 200.5, 200.2))  # no gain: the gate says none
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    expected = gate_verdict(receipt, default_rules())  # the rules the receipt records
+    assert expected["outcome"] == "none"
+    events = list(ReplaySource(path, speed=0).events())
+    assert next(e for e in events if isinstance(e, ev.VerdictReady)).verdict == expected
+    app = ConsoleApp(ReplaySource(path, speed=0), clock=frozen_clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until_ended(app, pilot)
+        assert app.dashboard.verdict.verdict == expected
+        assert app.dashboard.verdict.label == "NONE"
+        assert app.dashboard.ended.exit_code == expected["exit_code"]
 
 
 def test_receipt_without_optional_parts():

@@ -9,6 +9,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from console import events as ev
+from console.core.gate import counts
+from console.core.receipt import Rep
 
 from ..widgets.builds import BuildPanel
 from ..widgets.header import RoundHeader
@@ -160,15 +162,16 @@ class DashboardScreen(Screen[None]):
         self.reps.started(e.build, e.phase, e.index, e.position)
 
     def _rep_done(self, e: ev.RepDone) -> None:
-        rep = e.rep or {}
-        self.reps.done(rep)
-        value = rep.get("value")
-        # Only what the rep record itself marks as a timed, usable value is plotted: a
-        # suspect rep is left out here as the gate leaves it out.
-        if rep.get("phase") == "timed" and rep.get("status") == "ok" and isinstance(value, (int, float)):
-            build = str(rep.get("build"))
-            self.query_one(RepSummary).add(build, float(value))
-            self.query_one(RepPlot).add(build, int(rep.get("position") or 0), float(value))
+        self.reps.done(e.rep or {})
+        try:
+            rep = Rep.from_dict(e.rep or {})
+        except (KeyError, TypeError, ValueError):
+            return
+        # The running figures use the gate's own test of a single rep (the round's claim
+        # checks come with the verdict): suspect, failed or unclocked reps never show.
+        if rep.phase == "timed" and counts(rep):
+            self.query_one(RepSummary).add(rep.build, float(rep.value))
+            self.query_one(RepPlot).add(rep.build, rep.position, float(rep.value))
 
     def _verdict(self, e: ev.VerdictReady) -> None:
         self.verdict.show(e.verdict or {})

@@ -8,8 +8,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-_STATUS_STYLE = {"pass": "green", "fail": "bold red", "uncheckable": "yellow"}
-_STATUS_SHORT = {"uncheckable": "unchk", "recorded": "rec"}
+# The grades console.core.parity.depth_status gives ("recorded": a replay not re-graded).
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "regressed": "bold red", "uncheckable": "yellow"}
+_STATUS_SHORT = {"uncheckable": "unchk", "regressed": "regr", "recorded": "rec"}
 _BUILD_COLS = {"main": ("m_top1", "m_kl"), "candidate": ("c_top1", "c_kl")}
 
 
@@ -153,9 +154,10 @@ class ParityPanel(Vertical):
             by_reason: dict[str, list[str]] = {}
             style = ""
             for build in ("main", "candidate"):
-                if row.get(build) in ("fail", "uncheckable"):
-                    style = _STATUS_STYLE[row[build]] if row[build] == "fail" or not style \
-                        else style
+                if row.get(build) in ("fail", "regressed", "uncheckable"):
+                    # a failing grade colours the line over an uncheckable one
+                    if row[build] != "uncheckable" or not style:
+                        style = _STATUS_STYLE[row[build]]
                     for reason in row.get(f"{build}_reasons") or [row[build]]:
                         by_reason.setdefault(reason, []).append(build[0])
             for reason, builds in by_reason.items():

@@ -8,27 +8,43 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
+from ...core.gate import EXIT_CODES
 from .bigtext import BigText
 
-_ACCEPTED = {"accepted", "accept", "pass", "passed", "tier"}
-_OUTCOME_CLASS = {"tier": "-tier", "NONE": "-none", "REJECTED": "-bad", "IMPLAUSIBLE": "-held",
-                  "UNCHECKABLE": "-held", "INFRA": "-infra"}
+# The gate's outcomes (the keys of EXIT_CODES) and nothing else: word and style class.
+# An accepted round's word is completed by its tier. A noise round measures the node's
+# noise floor; it is neither a pass nor a failure, so it has a class of its own.
+BANNER: dict[str, tuple[str, str]] = {
+    "accepted": ("TIER", "-tier"),
+    "none": ("NONE", "-none"),
+    "noise": ("NOISE", "-noise"),
+    "rejected": ("REJECTED", "-bad"),
+    "infra": ("INFRA", "-infra"),
+    "implausible": ("IMPLAUSIBLE", "-held"),
+    "uncheckable": ("UNCHECKABLE", "-held"),
+}
+UNKNOWN = "-unknown"
+_CLASSES = {cls for _, cls in BANNER.values()} | {UNKNOWN}
 
 
 def banner_label(verdict: dict[str, Any]) -> tuple[str, str]:
-    """The word to show and its style class; the verdict already decided both."""
-    outcome = str(verdict.get("outcome") or "").strip()
-    tier = verdict.get("tier")
-    if tier and outcome.lower() in _ACCEPTED | {""}:
-        return f"TIER {str(tier).upper()}", "-tier"
-    if outcome.lower() in _ACCEPTED | {"none", "no_change", "no-change", "not_significant"}:
-        return "NONE", "-none"
-    word = outcome.upper().replace("_", " ") or "?"
-    return word, _OUTCOME_CLASS.get(word, "-bad")
+    """The word to show and its style class, for the outcome the gate returned."""
+    outcome = str(verdict.get("outcome") or "")
+    if outcome not in EXIT_CODES or outcome not in BANNER:
+        # Not something the gate says: shown as it came, never dressed as a pass.
+        return f"? {outcome.upper().replace('_', ' ')}".rstrip(), UNKNOWN
+    word, cls = BANNER[outcome]
+    if outcome == "accepted":
+        word = f"{word} {str(verdict.get('tier') or '?').upper()}"
+    return word, cls
 
 
 def _pct(v: Any) -> str:
     return f"{v:+.2%}" if isinstance(v, (int, float)) else "—"
+
+
+def _share(v: Any) -> str:
+    return f"{v:.2%}" if isinstance(v, (int, float)) else "—"
 
 
 def _num(v: Any) -> str:
@@ -37,29 +53,43 @@ def _num(v: Any) -> str:
     return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
 
 
+def _interval(iv: Any) -> str:
+    return f"[{_pct(iv[0])}, {_pct(iv[1])}]" if isinstance(iv, (list, tuple)) and len(iv) == 2 else "—"
+
+
+def noise_text(report: dict[str, Any]) -> Text:
+    """A noise round's report (stats.noise_report) as the gate returned it."""
+    t = Text()
+    t.append("noise ", style="bold")
+    t.append(f"spread {_share(report.get('spread'))} over {report.get('pairs', 0)} pairs"
+             f"  gain {_pct(report.get('gain'))} {_interval(report.get('interval'))}\n")
+    t.append("false positives ", style="bold")
+    t.append(f"{report.get('false_positives', 0)} of {report.get('windows', 0)} windows"
+             f"  suggested significance {_share(report.get('suggested_significance'))}")
+    return t
+
+
 def arithmetic_text(speed: dict[str, Any]) -> Text:
     """The verdict's own numbers, three compact lines; nothing is recomputed here."""
     t = Text()
     if not speed:
         return t
-    interval = speed.get("interval")
-    iv = (f"[{_pct(interval[0])}, {_pct(interval[1])}]"
-          if isinstance(interval, (list, tuple)) and len(interval) == 2 else "—")
+    if speed.get("suppressed"):
+        t.append("speed ", style="bold")
+        t.append(f"not computed: {speed['suppressed']}")
+        return t
+    if isinstance(speed.get("noise"), dict):
+        return noise_text(speed["noise"])
     t.append("gain ", style="bold")
-    t.append(f"{_pct(speed.get('gain'))} {iv}  median {_num(speed.get('main_median'))}"
-             f" → {_num(speed.get('candidate_median'))}\n")
+    t.append(f"{_pct(speed.get('gain'))} {_interval(speed.get('interval'))}"
+             f"  median {_num(speed.get('main_median'))} → {_num(speed.get('candidate_median'))}\n")
     t.append("basis ", style="bold")
     t.append(_pct(speed.get("basis")))
     if speed.get("basis_kind"):
         t.append(f" (Δ/{speed['basis_kind']})")
-    band = speed.get("band")
-    if isinstance(band, dict):
-        band = " ".join(f"{k}={v}" for k, v in band.items())
-    elif isinstance(band, (list, tuple)):
-        band = "–".join(_pct(b) if isinstance(b, float) else str(b) for b in band)
-    if band:
+    if speed.get("band"):
         t.append("  band ")
-        t.append(str(band), style="bold")
+        t.append(str(speed["band"]), style="bold")
     t.append("\n")
     t.append(f"frontier {_num(speed.get('frontier'))}")
     if speed.get("frontier_source"):
@@ -80,6 +110,8 @@ class VerdictPanel(Vertical):
     VerdictPanel.-bad BigText { color: $error; }
     VerdictPanel.-held BigText { color: $warning; }
     VerdictPanel.-infra BigText { color: $accent; }
+    VerdictPanel.-noise BigText { color: $secondary; }
+    VerdictPanel.-unknown BigText { color: $text-muted; }
     VerdictPanel #verdict-details { height: 1fr; padding: 0 1; }
     """
 
@@ -100,14 +132,15 @@ class VerdictPanel(Vertical):
         self.verdict = verdict or {}
         v = self.verdict
         self.label, cls = banner_label(v)
-        for c in _OUTCOME_CLASS.values():
-            self.remove_class(c)
+        self.remove_class(*_CLASSES)
         self.add_class(cls)
         self.query_one(BigText).text = self.label
         t = Text()
         t.append(f"outcome {v.get('outcome', '?')}", style="bold")
         if v.get("tier"):
             t.append(f"  tier {v['tier']}", style="bold")
+        if v.get("would_be_tier"):
+            t.append(f"  would be tier {v['would_be_tier']}")
         if "exit_code" in v:
             t.append(f"  exit {v['exit_code']}")
         t.append("\n")

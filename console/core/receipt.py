@@ -1,0 +1,407 @@
+"""What a round measured, as typed values: reps, builds, parity figures, pins, the receipt.
+
+These are the one definition of the receipt schema (docs/RECEIPT.md; a test keeps the
+two in agreement). Each type has one ``to_dict`` for the documented JSON and one
+``from_dict`` that also reads older receipts: every field added after schema 1 first
+shipped has a default, so a receipt sealed before it still reads (and re-derives the
+same verdict). Facts the gate never reads (host, runtime, telemetry, preflight) stay
+plain JSON: they are recorded, not decided on.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from console.core.parity import DepthFigures
+from console.core.rules import GateRules, rules_from_dict
+
+SCHEMA = "bench-console/receipt/1"
+SCHEMAS = (SCHEMA,)                     # the receipt schemas this version reads
+
+BUILDS = ("main", "candidate")
+KINDS = ("round", "noise")
+REP_STATUSES = ("ok", "failed", "timeout", "refused", "suspect", "aborted")
+EXCLUDED = ("suspect", "aborted")       # node problems: kept in the receipt, left out of statistics
+BENCH_PHASES = ("short", "timed")       # plus "guard:<name>"; "warmup" and "scored_path" are not timed
+
+
+class ReceiptError(ValueError):
+    """A document that is not a receipt this version can read."""
+
+
+def _opt_float(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _opt_int(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+# --- reps --------------------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class RepKey:
+    """A rep's identity in its round: the same key across retries (``attempt``)."""
+    build: str
+    phase: str
+    index: int
+
+    @classmethod
+    def of(cls, rep: "Rep | Mapping[str, Any]") -> "RepKey":
+        if isinstance(rep, Rep):
+            return rep.key
+        return cls(str(rep.get("build")), str(rep.get("phase")), int(rep.get("index") or 0))
+
+
+def is_bench_phase(phase: str) -> bool:
+    """Reps whose figures the gate judges: the timed, short and guard runs."""
+    return phase in BENCH_PHASES or phase.startswith("guard:")
+
+
+@dataclass
+class Rep:
+    """One run of the bench command, as the console saw it from outside."""
+    build: str                          # "main" | "candidate"
+    phase: str                          # "warmup" | "short" | "timed" | "guard:<name>" | "scored_path"
+    index: int                          # k-th rep of this build in this phase
+    position: int                       # place in the round's schedule (-1: outside it)
+    attempt: int = 0                    # retries of a suspect rep count up
+    depth: int = 0
+    tokens: int = 0
+    context: str = "doc"                # "doc" | "seek"
+    status: str = "ok"                  # one of REP_STATUSES
+    exit_code: int | None = None
+    wall_s: float | None = None         # the console's own clock, start to exit
+    value: float | None = None          # the reported value, only when its line passed the schema
+    reported: dict[str, Any] | None = None   # the parsed result line, as the engine printed it
+    refusals: list[str] = field(default_factory=list)
+    peak_mem_bytes: int | None = None   # measured from outside (cgroup / rusage)
+    log_tail: list[str] = field(default_factory=list)
+    telemetry: dict[str, Any] | None = None  # the per-rep telemetry summary
+    suspect: list[str] = field(default_factory=list)   # why the node may have moved this rep
+    settle: dict[str, Any] | None = None     # the quiet start before it
+
+    @property
+    def key(self) -> RepKey:
+        return RepKey(self.build, self.phase, self.index)
+
+    @property
+    def label(self) -> str:
+        return f"{self.build} {self.phase} rep {self.index} (position {self.position})"
+
+    @property
+    def schedule_key(self) -> tuple:
+        """Order in the round: by schedule position, then retries."""
+        return (self.position, self.build, self.phase, self.index, self.attempt)
+
+    @property
+    def excluded(self) -> bool:
+        """The node, not the build, is in question: left out of every statistic."""
+        return self.status in EXCLUDED
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Rep":
+        return cls(build=str(d["build"]), phase=str(d["phase"]), index=int(d.get("index") or 0),
+                   position=int(d.get("position") or 0), attempt=int(d.get("attempt") or 0),
+                   depth=int(d.get("depth") or 0), tokens=int(d.get("tokens") or 0),
+                   context=str(d.get("context") or "doc"), status=str(d.get("status") or ""),
+                   exit_code=_opt_int(d.get("exit_code")), wall_s=_opt_float(d.get("wall_s")),
+                   value=_opt_float(d.get("value")), reported=d.get("reported"),
+                   refusals=[str(x) for x in d.get("refusals") or []],
+                   peak_mem_bytes=_opt_int(d.get("peak_mem_bytes")),
+                   log_tail=[str(x) for x in d.get("log_tail") or []], telemetry=d.get("telemetry"),
+                   suspect=[str(x) for x in d.get("suspect") or []], settle=d.get("settle"))
+
+
+# --- builds ----------------------------------------------------------------------------
+
+@dataclass
+class Build:
+    """Where one build came from and what it became."""
+    source: dict[str, Any]              # {"path": …} | {"git": …, "commit": …} | {"patch": …}, with tree_sha256
+    tree_sha256: str | None = None
+    image_id: str | None = None         # None: refused before building
+    base_image_id: str | None = None
+    compiler: str | None = None         # the asserted first line of the compiler probe
+    build_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Build":
+        return cls(source=dict(d.get("source") or {}), tree_sha256=d.get("tree_sha256"),
+                   image_id=d.get("image_id"), base_image_id=d.get("base_image_id"),
+                   compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")))
+
+
+# --- parity -----------------------------------------------------------------------------
+
+@dataclass
+class ParitySide:
+    """One build's logits at the declared depths, graded against the reference."""
+    error: str | None = None            # why the logits could not be graded
+    logits_sha256: str | None = None
+    depths: list[DepthFigures] = field(default_factory=list)
+    wall_s: float | None = None
+
+    def at(self, depth: int) -> DepthFigures | None:
+        return next((f for f in self.depths if f.depth == depth), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.error, "logits_sha256": self.logits_sha256,
+                "depths": [f.to_dict() for f in self.depths], "wall_s": self.wall_s}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ParitySide | None":
+        if not d:
+            return None
+        return cls(error=d.get("error"), logits_sha256=d.get("logits_sha256"),
+                   depths=[DepthFigures.from_dict(x) for x in d.get("depths") or []],
+                   wall_s=_opt_float(d.get("wall_s")))
+
+
+@dataclass
+class PathFigures:
+    """A bench run's own final logits graded against a basis (the scored or timed path)."""
+    depth: int | None = None
+    top1: float | None = None
+    kl: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "PathFigures | None":
+        if not d:
+            return None
+        return cls(depth=_opt_int(d.get("depth")), top1=_opt_float(d.get("top1")),
+                   kl=_opt_float(d.get("kl")), error=d.get("error"))
+
+
+@dataclass
+class TimedPathRep:
+    """One candidate timed rep's final logits against main's."""
+    index: int
+    attempt: int = 0
+    kl: float | None = None
+    top1: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TimedPathRep":
+        return cls(index=int(d.get("index") or 0), attempt=int(d.get("attempt") or 0),
+                   kl=_opt_float(d.get("kl")), top1=_opt_float(d.get("top1")), error=d.get("error"))
+
+
+@dataclass
+class TimedPath:
+    depth: int
+    tokens: int
+    basis: str = "main"
+    main_rep: int | None = None
+    error: str | None = None
+    candidate: list[TimedPathRep] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"depth": self.depth, "tokens": self.tokens, "basis": self.basis, "main_rep": self.main_rep,
+                "candidate": [r.to_dict() for r in self.candidate], "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "TimedPath | None":
+        if d is None:
+            return None
+        return cls(depth=int(d.get("depth") or 0), tokens=int(d.get("tokens") or 0),
+                   basis=str(d.get("basis") or "main"), main_rep=_opt_int(d.get("main_rep")),
+                   error=d.get("error"), candidate=[TimedPathRep.from_dict(r) for r in d.get("candidate") or []])
+
+
+@dataclass
+class ParityRecord:
+    reference: dict[str, Any] = field(default_factory=dict)   # sha256, document_sha256, depths, rows, vocab
+    main: ParitySide | None = None
+    candidate: ParitySide | None = None
+    scored_path: dict[str, PathFigures | None] = field(default_factory=dict)
+    timed_path: TimedPath | None = None  # absent before the timed reps ran
+
+    def side(self, build: str) -> ParitySide | None:
+        return self.main if build == "main" else self.candidate
+
+    @property
+    def declared_depths(self) -> list[int]:
+        ref = [int(d) for d in self.reference.get("depths") or []]
+        return ref or sorted(f.depth for f in (self.candidate.depths if self.candidate else []))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"reference": self.reference}
+        for b in BUILDS:
+            side = self.side(b)
+            if side is not None:
+                out[b] = side.to_dict()
+        out["scored_path"] = {b: (f.to_dict() if f else None) for b, f in self.scored_path.items()}
+        if self.timed_path is not None:
+            out["timed_path"] = self.timed_path.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ParityRecord":
+        d = d or {}
+        return cls(reference=dict(d.get("reference") or {}), main=ParitySide.from_dict(d.get("main")),
+                   candidate=ParitySide.from_dict(d.get("candidate")),
+                   scored_path={b: PathFigures.from_dict(f) for b, f in (d.get("scored_path") or {}).items()},
+                   timed_path=TimedPath.from_dict(d.get("timed_path")))
+
+
+# --- pins, profile, apparatus ---------------------------------------------------------------
+
+@dataclass
+class Pins:
+    """The lock's pins in force for the round; 0 means not measured."""
+    frontier: float = 0.0
+    frontier_slot: str = ""
+    anchor: float = 0.0
+    guards: dict[str, float] = field(default_factory=dict)
+    guard_slots: dict[str, str] = field(default_factory=dict)   # guard name -> its lock slot
+    noise_spread: float | None = None
+    lock_path: str | None = None        # the lock the pins were read from
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Pins":
+        d = d or {}
+        return cls(frontier=float(d.get("frontier") or 0.0), frontier_slot=str(d.get("frontier_slot") or ""),
+                   anchor=float(d.get("anchor") or 0.0),
+                   guards={str(k): float(v or 0.0) for k, v in (d.get("guards") or {}).items()},
+                   guard_slots={str(k): str(v) for k, v in (d.get("guard_slots") or {}).items()},
+                   noise_spread=_opt_float(d.get("noise_spread")), lock_path=d.get("lock_path"))
+
+
+@dataclass
+class ProfileRecord:
+    """The profile as the round used it: its hash, and the rules and specs in force."""
+    name: str = ""
+    path: str = ""
+    sha256: str = ""
+    node: str = ""
+    rules: GateRules = field(default_factory=GateRules)
+    bench: dict[str, Any] = field(default_factory=dict)
+    parity: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
+                "rules": asdict(self.rules), "bench": self.bench, "parity": self.parity}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "ProfileRecord":
+        d = d or {}
+        if "rules" not in d:
+            raise ReceiptError("the receipt records no gate rules (profile.rules)")
+        return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
+                   node=str(d.get("node") or ""), rules=rules_from_dict(d["rules"]),
+                   bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}))
+
+
+@dataclass
+class Apparatus:
+    """The candidate changed paths the profile protects: refused before anything was built."""
+    protected: list[str] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Apparatus | None":
+        if d is None:
+            return None
+        return cls(protected=list(d.get("protected") or []), touched=list(d.get("touched") or []))
+
+
+# --- the receipt -----------------------------------------------------------------------------
+
+@dataclass
+class Receipt:
+    """Everything one round measured, as raw numbers: the gate's only input."""
+    round_id: str
+    kind: str = "round"                 # "round" | "noise"
+    schema: str = SCHEMA
+    started_at: str = ""
+    ended_at: str | None = None
+    status: str = "complete"            # "complete" | "infra"
+    diagnosis: str | None = None        # why an infra round was a node fault
+    profile: ProfileRecord = field(default_factory=ProfileRecord)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+    preflight: dict[str, Any] = field(default_factory=dict)
+    apparatus: Apparatus | None = None
+    builds: dict[str, Build] = field(default_factory=dict)
+    lock: Pins = field(default_factory=Pins)
+    parity: ParityRecord = field(default_factory=ParityRecord)
+    reps: list[Rep] = field(default_factory=list)
+    summary: dict[str, Any] | None = None   # per-build figures of the reps that count (gate.summarize)
+    verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
+    noise: dict[str, Any] | None = None     # noise receipts: the gate's noise report
+    seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.ledger)
+
+    @property
+    def rules(self) -> GateRules:
+        return self.profile.rules
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None and f.name in _OPTIONAL_KEYS:
+                continue        # absent, as in the receipts that predate the key
+            if f.name == "builds":
+                v = {b: x.to_dict() for b, x in v.items()}
+            elif f.name == "reps":
+                v = [r.to_dict() for r in v]
+            elif hasattr(v, "to_dict"):
+                v = v.to_dict()
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Receipt":
+        if not isinstance(d, Mapping):
+            raise ReceiptError(f"expected a receipt object, got {type(d).__name__}")
+        schema = d.get("schema")
+        if schema not in SCHEMAS:
+            raise ReceiptError(f"unknown receipt schema {schema!r}; this version reads {', '.join(SCHEMAS)}")
+        kind = d.get("kind", "round")
+        if kind not in KINDS:
+            raise ReceiptError(f"unknown receipt kind {kind!r}; expected one of {', '.join(KINDS)}")
+        try:
+            return cls(round_id=str(d.get("round_id") or ""), kind=kind, schema=schema,
+                       started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
+                       status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
+                       profile=ProfileRecord.from_dict(d.get("profile")), runtime=dict(d.get("runtime") or {}),
+                       host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
+                       apparatus=Apparatus.from_dict(d.get("apparatus")),
+                       builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
+                       lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
+                       reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
+                       verdict=d.get("verdict"), noise=d.get("noise"), seal=d.get("seal"))
+        except (KeyError, TypeError, ValueError) as e:
+            if isinstance(e, ReceiptError):
+                raise
+            raise ReceiptError(f"not a readable receipt: {type(e).__name__}: {e}") from None
+
+
+# Keys written only when they hold something (they were added after schema 1 first shipped,
+# or belong to one kind of round only).
+_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "summary", "verdict", "noise", "seal")
+
+
+def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:
+    return receipt if isinstance(receipt, Receipt) else Receipt.from_dict(receipt)

@@ -1,0 +1,181 @@
+"""What the gate decides, as typed values: the verdict, its reasons and its speed figures.
+
+``Verdict.to_dict`` is the JSON every reader sees (the receipt's informational copy,
+``console verdict --json``, the event stream); ``from_dict`` reads it back.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+# Every outcome the gate can produce, with its exit code. Viewers must handle each one.
+EXIT_CODES = {"accepted": 0, "none": 0, "noise": 0, "rejected": 1, "infra": 3,
+              "implausible": 4, "uncheckable": 4}
+OUTCOMES = tuple(EXIT_CODES)
+BANDS = ("xs", "s", "m", "l", "xl")
+
+# The gate stage each reason code comes from (the reports group reasons by it).
+_STAGE_PREFIXES = (("parity", ("parity-", "scored-path-", "timed-path-")),
+                   ("claims", ("claim-", "refused", "failed-run", "rep-status")),
+                   ("guards", ("guard-",)))
+
+
+def stage_of(code: str) -> str:
+    """"parity", "claims", "guards", or "verdict" for everything else (significance, node, apparatus)."""
+    return next((stage for stage, prefixes in _STAGE_PREFIXES if code.startswith(prefixes)), "verdict")
+
+
+def json_safe(x: Any) -> Any:
+    """Non-finite floats become None so the verdict is strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why the verdict is what it is: one failed rule, with the figure and the bar."""
+    code: str
+    message: str
+    build: str | None = "candidate"     # whose problem: "candidate", "main", or None (the node)
+    depth: int | None = None
+    figure: str | None = None
+    bar: float | None = None
+    value: float | None = None
+    files: tuple[str, ...] = ()         # paths involved (the apparatus guard)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not self.files:
+            del d["files"]
+        else:
+            d["files"] = list(self.files)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Reason":
+        return cls(code=str(d.get("code")), message=str(d.get("message", "")), build=d.get("build"),
+                   depth=d.get("depth"), figure=d.get("figure"), bar=d.get("bar"), value=d.get("value"),
+                   files=tuple(d.get("files") or ()))
+
+    def prefixed(self, prefix: str) -> "Reason":
+        return Reason(**{**asdict(self), "message": prefix + self.message, "files": self.files})
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """Something a reader must know that does not change the outcome."""
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Caveat":
+        return cls(code=str(d.get("code")), message=str(d.get("message", "")))
+
+
+@dataclass
+class Speed:
+    """The speed figures of a round that reached significance (paired against main this round)."""
+    main: dict[str, Any]                # stats.summary of main's counted timed reps
+    candidate: dict[str, Any]
+    main_median: float
+    candidate_median: float
+    frontier: float
+    frontier_source: str                # "lock" | "main this round"
+    frontier_slot: str | None
+    lock_frontier: float
+    delta: float
+    gain: float
+    significance: float
+    threshold: float
+    threshold_source: str               # "profile" | "measured noise"
+    confidence: float
+    pairs: int
+    ratios: list[float]
+    interval: list[float]
+    anchor: float
+    basis_frontier: float
+    basis_anchor: float | None
+    basis: float
+    basis_kind: str                     # "frontier" | "anchor"
+    bands: dict[str, float]
+    plausibility: dict[str, Any]
+    differential: dict[str, Any]
+    guards: dict[str, Any] = field(default_factory=dict)
+    significant: bool = False
+    band: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Speed":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Verdict:
+    outcome: str                                  # one of OUTCOMES
+    tier: str | None = None                       # only when accepted
+    would_be_tier: str | None = None              # implausible: the tier it would have had
+    reasons: list[Reason] = field(default_factory=list)
+    warnings: list[Caveat] = field(default_factory=list)
+    parity: dict[str, Any] = field(default_factory=dict)   # the parity table (gate.grade_parity)
+    speed: Speed | None = None                    # the figures, when speed was decided on
+    suppressed: str | None = None                 # why no speed credit was computed
+    guards: dict[str, Any] | None = None          # guard rows when a guard ended the round
+    noise: dict[str, Any] | None = None           # noise rounds: stats.noise_report
+
+    def __post_init__(self) -> None:
+        if self.outcome not in EXIT_CODES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    @property
+    def codes(self) -> list[str]:
+        return [r.code for r in self.reasons]
+
+    def speed_dict(self) -> dict[str, Any]:
+        """The verdict's ``speed`` key: the figures, or why there are none."""
+        if self.speed is not None:
+            return self.speed.to_dict()
+        out: dict[str, Any] = {}
+        if self.suppressed:
+            out["suppressed"] = self.suppressed
+        if self.guards is not None:
+            out["guards"] = self.guards
+        if self.noise is not None:
+            out["noise"] = self.noise
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe({
+            "outcome": self.outcome, "tier": self.tier, "would_be_tier": self.would_be_tier,
+            "exit_code": self.exit_code, "reasons": [r.to_dict() for r in self.reasons],
+            "warnings": [w.to_dict() for w in self.warnings], "parity": self.parity,
+            "speed": self.speed_dict(),
+        })
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        s = dict(d.get("speed") or {})
+        full = "gain" in s and "suppressed" not in s
+        return cls(outcome=d["outcome"], tier=d.get("tier"), would_be_tier=d.get("would_be_tier"),
+                   reasons=[Reason.from_dict(r) for r in d.get("reasons") or []],
+                   warnings=[Caveat.from_dict(w) for w in d.get("warnings") or []],
+                   parity=dict(d.get("parity") or {}),
+                   speed=Speed.from_dict(s) if full else None,
+                   suppressed=None if full else s.get("suppressed"),
+                   guards=None if full else s.get("guards"), noise=None if full else s.get("noise"))

@@ -1,0 +1,13 @@
+"""Where the console's own files are: the demo profile, engine and candidates, and the default results."""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_PROFILE = ROOT / "profiles" / "demo.toml"
+DEMO_MAIN = ROOT / "images" / "demo-engine"
+DEMO_CANDIDATES = ROOT / "images" / "demo-candidates"
+
+
+def demo_candidates() -> list[str]:
+    return sorted(p.stem for p in DEMO_CANDIDATES.glob("*.patch"))

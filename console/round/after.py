@@ -1,0 +1,51 @@
+"""After the verdict: seal the receipt into the ledger, write the reports, raise the lock's pins."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import lockfile, store
+from ..core.receipt import Receipt
+from ..profile import Profile
+from ..report import write_reports
+
+Notice = Callable[[str, str, str], None]
+
+
+@dataclass
+class Sealed:
+    receipt_id: str
+    path: Path
+    document: dict          # the receipt as sealed (its bytes' JSON)
+
+
+def seal(out: Path, receipt: Receipt, notice: Notice) -> Sealed:
+    """One ledger line per round; ``receipt.json`` is a copy of the newest sealed receipt."""
+    rid = store.seal_into(out, receipt.to_dict())
+    path = out / "receipts" / f"{rid}.json"
+    data = path.read_bytes()
+    store.atomic_write(out / "receipt.json", data)
+    sealed = Sealed(rid, path, json.loads(data))
+    write_reports(out, sealed.document, sealed.document["verdict"])
+    notice("info", "sealed", f"receipt {rid[:12]} sealed into {out / 'ledger.jsonl'}")
+    return sealed
+
+
+def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice: Notice) -> None:
+    """Move the lock's pins the sealed receipt supports (raise-only). A lock that cannot be
+    written is said, not fatal: the round is sealed either way."""
+    if not lock_path or not Path(lock_path).exists():
+        return
+    rid = sealed.receipt_id
+    try:
+        moved, stale = lockfile.update(Path(lock_path), rid, sealed.document, sealed.document["verdict"], profile)
+    except Exception as e:
+        notice("error", "lock-update-failed", f"{lock_path} was not updated: {e}. The receipt {rid[:12]} is "
+               "sealed; fix the lock and verify it with `console lock verify`.")
+        return
+    for c in moved:
+        notice("info", "lock-update", f"{c.key}: {c.old:g} -> {c.new:g} ({c.action}, receipt {rid[:12]})")
+    for f in stale:
+        notice("warn", "pin-stale", f.message)

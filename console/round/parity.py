@@ -1,0 +1,140 @@
+"""The round's correctness checks: logits at the declared depths, the scored path, the timed path.
+
+Figures are computed here on the host (``core.parity``); every judgement of them is the
+gate's (``grade_depths``, ``parity_ok``, ``path_ok``), the same rules the verdict uses.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import events as ev
+from .. import protocol
+from ..core import gate, parity
+from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
+from ..errors import UsageError
+from ..runtime.base import INPUTS_ROOT, OUT_ROOT
+from .plan import DOC_NAME, Item, fill, sha256_file
+from .reps import Bench, run_rep
+
+LOGITS_MAX_BYTES = 1 << 30
+Emit = Callable[[ev.Event], None]
+
+
+def read_reference(b: Bench) -> np.ndarray:
+    p = b.profile
+    try:
+        return protocol.read_logits(p.parity.reference, depths=len(p.parity.depths), rows=p.parity.rows,
+                                    vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
+    except parity.ParityInputError as e:
+        raise UsageError(f"{p.path}: key 'parity.reference': the reference logits do not fit the profile: {e}",
+                         "Recapture the reference (`console reference capture`) or fix parity.depths/rows/vocab.") from None
+
+
+def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[], None]) -> ParitySide:
+    """Run one build's logits command over the document and grade it against the reference."""
+    p = b.profile
+    argv = fill(p.parity.command, doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT,
+                depths=",".join(str(d) for d in p.parity.depths), rows=str(p.parity.rows))
+    out_dir = b.work / "runs" / f"parity-{build}"
+    res = b.rt.run(b.builds[build], argv, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
+                   out_dir=out_dir, run=p.run, label=f"{build}/logits", gpus=b.gpus)
+    check_abort()
+    wall = round(res.wall_s, 4)
+    if res.exit_code != 0:
+        why = res.killed_reason or f"exit status {res.exit_code}"
+        tail = protocol.log_tail(res.stderr or res.stdout)
+        return ParitySide(error=f"the logits command failed ({why}): " + " | ".join(tail[-3:]), wall_s=wall)
+    try:
+        arr = protocol.read_logits(out_dir / p.parity.output, depths=len(p.parity.depths),
+                                   rows=p.parity.rows, vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
+        figs = parity.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab)
+    except parity.ParityInputError as e:
+        return ParitySide(error=str(e), wall_s=wall)
+    return ParitySide(logits_sha256=sha256_file(out_dir / p.parity.output), depths=list(figs), wall_s=wall)
+
+
+def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: Emit) -> None:
+    """Show each depth as the gate grades it (the candidate with the ratchet against main)."""
+    rules = b.profile.gate
+    for f, st in zip(side.depths, gate.grade_depths(side, main, rules)):
+        emit(ev.DepthGraded(build=build, depth=f.depth, top1=f.top1, kl=f.kl, ref_entropy=f.ref_entropy,
+                            status=st.status, reasons=[r.message for r in st.reasons]))
+    emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules),
+                       worst_depth=parity.worst_depth(side.depths, rules) if side.depths else None,
+                       error=side.error))
+
+
+def scored_path(b: Bench, build: str, ref: np.ndarray, emit: Emit, record: Callable[[Rep, Path], None]) -> PathFigures:
+    """Run the timed path over the real document and grade its final logits against the reference."""
+    p = b.profile
+    depth = p.parity.scored_path_depth - p.parity.scored_path_tokens
+    item = Item(build=build, phase="scored_path", index=0, position=-1, depth=depth,
+                tokens=p.parity.scored_path_tokens, context="doc")
+    rep, out_dir, _ = run_rep(b, item, 0, emit)
+    record(rep, out_dir)
+    result = PathFigures(depth=p.parity.scored_path_depth)
+    if rep.status not in ("ok", "suspect"):  # a busy node does not change correctness
+        result.error = f"the bench run over the document did not succeed ({rep.status}): " \
+                       + "; ".join(rep.refusals or rep.log_tail[-2:])
+    else:
+        try:
+            row = protocol.read_row_logits(out_dir / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES)
+            g = parity.grade_row(ref[p.parity.depths.index(p.parity.scored_path_depth), -1], row)
+            result.top1, result.kl = g.top1, g.kl
+        except parity.ParityInputError as e:
+            result.error = f"bench_logits.npy: {e}"
+    emit(ev.ScoredPathChecked(build=build, depth=result.depth, top1=result.top1, kl=result.kl,
+                              ok=gate.path_ok(result, p.gate), error=result.error))
+    return result
+
+
+def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
+               notice: Callable[[str, str, str], None]) -> TimedPath:
+    """What the timed runs themselves computed: each candidate timed rep's final logits
+    against main's first timed rep (same inputs, same depth, same shortcut).
+
+    The parity depths and the scored-path check run over the document; the timed reps
+    may take a shortcut (a seek) at another depth, and a candidate whose math is wrong
+    only there would otherwise pass while its wall time really drops. There is no
+    reference for a seeked context, so main measured in this round is the basis.
+    """
+    p = b.profile
+    out = TimedPath(depth=p.bench.depth, tokens=p.bench.tokens)
+    mains, cands = outputs.get("main") or [], outputs.get("candidate") or []
+    if not mains or not cands:
+        out.error = "no timed rep of " + ("main" if not mains else "the candidate") + " ran in this session"
+        return out
+    main_rep, main_dir = mains[0]
+    out.main_rep = main_rep.index
+    try:
+        base = protocol.read_row_logits(main_dir / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES)
+    except parity.ParityInputError as e:
+        out.error = f"main's timed rep {main_rep.index}: bench_logits.npy: {e}"
+        return out
+    for rep, d in cands:
+        row = TimedPathRep(index=rep.index, attempt=rep.attempt)
+        try:
+            g = parity.grade_row(base, protocol.read_row_logits(d / "bench_logits.npy", p.parity.vocab,
+                                                                 LOGITS_MAX_BYTES))
+            row.kl, row.top1 = g.kl, g.top1
+        except parity.ParityInputError as e:
+            row.error = f"bench_logits.npy: {e}"
+        out.candidate.append(row)
+    bad = [r for r in out.candidate if not gate.path_ok(PathFigures(out.depth, r.top1, r.kl, r.error), p.gate)]
+    if bad:
+        notice("error", "timed-path", f"{len(bad)} of {len(cands)} candidate timed rep(s) computed "
+               f"something else than main at depth {p.bench.depth}: " + (bad[0].error or
+               f"KL {bad[0].kl:.3g}, top-1 {bad[0].top1:.2f}"))
+    else:
+        notice("info", "timed-path", f"every candidate timed rep ({len(cands)}) agrees with main's "
+               f"at depth {p.bench.depth}")
+    return out
+
+
+def new_record(b: Bench) -> ParityRecord:
+    p = b.profile
+    return ParityRecord(reference={"sha256": p.parity.reference_sha256, "document_sha256": p.parity.document_sha256,
+                                   "depths": list(p.parity.depths), "rows": p.parity.rows, "vocab": p.parity.vocab})

@@ -1,0 +1,125 @@
+"""What a round will do, decided before anything runs: its config, its pinned inputs, its schedule."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core import stats
+from ..errors import UsageError
+from ..profile import Profile, Source
+
+DOC_NAME = "document.tok"
+
+
+def new_round_id() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+
+
+@dataclass
+class RoundConfig:
+    profile: Profile
+    main: Any                       # a sources.parse_spec() result
+    candidate: Any
+    out_dir: Path
+    runtime: str = "docker"         # "docker" | "local"
+    kind: str = "round"             # "round" | "noise" (candidate is main again)
+    reps: int | None = None         # overrides profile.bench.reps
+    lock_path: Path | None = None
+    resume: Any = None              # an interrupted round read back from its journal (commands._Resume)
+    telemetry: Any = None           # a console.telemetry Telemetry; opened when None
+    keep_work: bool = False
+
+
+@dataclass(frozen=True)
+class Item:
+    """One scheduled run of the bench."""
+    build: str
+    phase: str
+    index: int
+    position: int
+    depth: int
+    tokens: int
+    context: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.build}/{self.phase}/{self.index}"
+
+
+def make_schedule(p: Profile, reps: int) -> list[Item]:
+    """Warm-ups, the short differential runs, the timed reps and guard reps, interleaved."""
+    items: list[Item] = []
+
+    def add(phase: str, order: list[str], depth: int, tokens: int, context: str) -> None:
+        counts: dict[str, int] = {}
+        for b in order:
+            i = counts.get(b, 0)
+            counts[b] = i + 1
+            items.append(Item(b, phase, i, len(items), depth, tokens, context))
+
+    ctx = "seek" if p.bench.shortcut == "seek" else "doc"
+    add("warmup", ["main", "candidate"] * p.bench.warmup, p.bench.depth, p.bench.short_tokens, ctx)
+    add("short", stats.interleaved_order(2), p.bench.depth, p.bench.short_tokens, ctx)
+    add("timed", stats.interleaved_order(reps), p.bench.depth, p.bench.tokens, ctx)
+    for g in p.gate.guards:
+        add(f"guard:{g.name}", stats.interleaved_order(g.reps), g.depth, g.tokens, ctx)
+    return items
+
+
+def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) -> dict[str, Any]:
+    """The plan a round starts with: journaled first, so ``console resume`` can rebuild the round."""
+    p = cfg.profile
+    return {"round_id": round_id, "kind": cfg.kind, "reps": cfg.reps or p.bench.reps, "depth": p.bench.depth,
+            "tokens": p.bench.tokens, "short_tokens": p.bench.short_tokens,
+            "parity_depths": list(p.parity.depths), "runtime": runtime,
+            "parity": {"depths": list(p.parity.depths), "top1_min": p.gate.top1_min, "kl_max": p.gate.kl_max,
+                       "scored_path_depth": p.parity.scored_path_depth},
+            "main": spec_text(cfg.main), "candidate": spec_text(cfg.candidate),
+            "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
+            "lock_path": str(cfg.lock_path) if cfg.lock_path else None}
+
+
+def fill(template: tuple[str, ...], **values: str) -> list[str]:
+    return [part.format(**values) for part in template]
+
+
+def spec_text(spec: Any) -> Any:
+    if isinstance(spec, tuple):
+        return {"patch": spec[1]}
+    return {k: v for k, v in asdict(spec).items() if v}
+
+
+def spec_from_plan(d: dict):
+    if "patch" in d:
+        return ("patch", d["patch"])
+    return Source(**d)
+
+
+def check_pins(p: Profile) -> None:
+    """The document and the reference must be the pinned bytes, or nothing is comparable."""
+    doc = sha256_file(Path(p.parity.document))
+    if doc != p.parity.document_sha256:
+        raise UsageError(f"{p.path}: key 'parity.document_sha256': the document {p.parity.document} has sha256 "
+                         f"{doc}, not the pinned {p.parity.document_sha256}",
+                         "Restore the pinned document, or re-pin it deliberately and recapture the reference.")
+    ref = Path(p.parity.reference)
+    if not ref.exists():
+        raise UsageError(f"{p.path}: key 'parity.reference': no reference logits at {ref}",
+                         "Capture them once with `console reference capture --profile PROFILE`.")
+    got = sha256_file(ref)
+    if got != p.parity.reference_sha256:
+        raise UsageError(f"{p.path}: key 'parity.reference_sha256': {ref} has sha256 {got}, "
+                         f"not the pinned {p.parity.reference_sha256}",
+                         "Restore the pinned reference, or recapture it and update the pin deliberately.")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

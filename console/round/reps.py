@@ -1,0 +1,115 @@
+"""Running one rep: a quiet start, the engine timed from outside, its output read, the node judged.
+
+A rep the node may have moved (``suspect``) is retried while the round's retry budget
+lasts; then the round is an infrastructure failure with a diagnosis, never a regression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import events as ev
+from .. import protocol
+from ..core import health
+from ..core.receipt import Rep
+from ..errors import InfraError
+from ..profile import Profile
+from ..runtime.base import INPUTS_ROOT, OUT_ROOT, BuildResult, RunResult
+from .plan import DOC_NAME, Item, fill
+
+
+@dataclass
+class Bench:
+    """What every rep of a round runs on: the runtime, the builds, the node's telemetry."""
+    rt: Any
+    builds: dict[str, BuildResult]
+    src_dirs: dict[str, Path]
+    inputs: Path
+    work: Path
+    gpus: bool
+    tele: Any
+    preflight: dict
+    profile: Profile
+
+
+def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
+    """What the console saw of one run: its status, its wall clock, and its result line if valid."""
+    parse = protocol.parse_bench_output(res.stdout, metric=p.bench.metric, tokens=item.tokens,
+                                        depth=item.depth, context=item.context)
+    if res.killed_reason == "timeout":
+        status = "timeout"
+    elif res.killed_reason == "aborted":
+        status = "aborted"
+    elif res.killed_reason or res.exit_code != 0:
+        status = "failed"
+    elif not parse.ok:
+        status = "refused"
+    else:
+        status = "ok"
+    tail = parse.log_tail + protocol.log_tail(res.stderr)[-10:]
+    refusals = list(parse.refusals) if res.exit_code == 0 else []
+    if res.killed_reason == "output limit":
+        refusals.append(f"the output directory passed its limit of {p.run.output_limit_mb} MB")
+    return Rep(build=item.build, phase=item.phase, index=item.index, position=item.position, attempt=attempt,
+               depth=item.depth, tokens=item.tokens, context=item.context, status=status,
+               exit_code=res.exit_code, wall_s=round(res.wall_s, 6),
+               value=parse.result["value"] if (parse.ok and status == "ok") else None,
+               reported=parse.result, refusals=refusals, peak_mem_bytes=res.peak_mem_bytes,
+               log_tail=tail[-protocol.LOG_TAIL_LINES:])
+
+
+def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]) -> tuple[Rep, Path, RunResult]:
+    """One run of the bench, judged: ``ok`` reps the node may have moved become ``suspect``."""
+    p = b.profile
+    argv = fill(p.bench.command, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
+                doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT)
+    out_dir = b.work / "runs" / f"{item.position:04d}-{item.build}-{item.phase.replace(':', '_')}-{item.index}-{attempt}"
+    settled = b.tele.settle(p.health.settle_cores, p.health.settle_max_s)
+    emit(ev.RepStarted(build=item.build, index=item.index, position=item.position, phase=item.phase))
+    # The runtime opens the telemetry window when the engine starts and closes it when it
+    # exits: container start and teardown are the apparatus, not a neighbour.
+    res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,
+                   out_dir=out_dir, run=p.run, label=item.label, gpus=b.gpus,
+                   watch=lambda **kw: b.tele.monitor(0.1, **kw))
+    summary = res.telemetry or {}
+    rep = rep_record(item, attempt, res, p)
+    rep.settle = settled
+    # Under Docker the engine is outside the console's process tree, so its CPU time
+    # would read as "other processes"; under the local runtime it is a waited-for child
+    # and is already counted as the console's own.
+    rep.telemetry = (health.attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if b.rt.kind == "docker"
+                     else summary)
+    if rep.status == "ok":
+        rep.suspect = health.classify_rep(summary, b.preflight, p.health)
+        if rep.suspect:
+            rep.status = "suspect"
+    emit(ev.TelemetrySample(source=summary.get("source", "host"), values=latest(summary),
+                            build=item.build, index=item.index))
+    emit(ev.RepDone(rep=rep.to_dict()))
+    return rep, out_dir, res
+
+
+def run_until_trusted(b: Bench, item: Item, attempt: int, budget: health.RetryBudget,
+                      emit: Callable[[ev.Event], None], notice: Callable[[str, str, str], None],
+                      record: Callable[[Rep, Path], None]) -> None:
+    """Run ``item``, retrying while the node is suspect and the budget lasts; every attempt is recorded."""
+    while True:
+        rep, out_dir, _ = run_rep(b, item, attempt, emit)
+        record(rep, out_dir)
+        decision = budget.decide(rep.suspect if rep.status == "suspect" else [], rep.label)
+        if decision.action == "accept":
+            return
+        if decision.action == "infra":
+            raise InfraError(f"the node kept misbehaving during reps: {decision.diagnosis}",
+                             "This is a node fault, not a regression: fix the node and resume or rerun.")
+        notice("warn", "rep-suspect", f"{item.build} {item.phase} #{item.index} is suspect "
+               f"({'; '.join(rep.suspect)}); retrying")
+        attempt += 1
+
+
+def latest(summary: dict) -> dict:
+    """A telemetry summary flattened to one value per metric (its median), for live viewers."""
+    return {k: (v.get("median") if isinstance(v, dict) and "median" in v else v)
+            for k, v in (summary.get("metrics") or summary).items()
+            if isinstance(v, (int, float, str)) or (isinstance(v, dict) and "median" in v)}

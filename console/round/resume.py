@@ -1,0 +1,69 @@
+"""Continuing an interrupted round from its journal: its plan, its finished reps, its images."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import journal
+from ..core.receipt import Rep, RepKey
+from ..errors import InfraError, UsageError
+from ..runtime.base import BuildResult
+
+
+@dataclass
+class Resume:
+    plan: dict[str, Any]
+    events: list[dict[str, Any]]
+    reps: list[Rep]
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Resume":
+        jr = journal.read_journal(path)
+        if jr.damaged_line is not None:
+            raise UsageError(f"{path}: line {jr.damaged_line} is unreadable but is not the last line",
+                             "The journal was damaged after the fact; it cannot be resumed. Run the round again.")
+        plan = journal.round_plan(jr.events)
+        if plan is None:
+            raise UsageError(f"{path} has no round_started event", "Is this a console journal?")
+        return cls(plan=plan, events=jr.events, reps=[Rep.from_dict(r) for r in journal.completed_reps(jr.events)])
+
+    def ended_status(self) -> str | None:
+        ended = [e for e in self.events if e.get("kind") == "round_ended"]
+        return ended[-1].get("status") if ended else None
+
+    def done_reps(self) -> dict[RepKey, list[Rep]]:
+        """Reps already measured, by identity; the ones to run again are left out."""
+        out: dict[RepKey, list[Rep]] = {}
+        for rep in self.reps:
+            if rep.status == "aborted":
+                continue    # interrupted, not measured: it runs again
+            out.setdefault(rep.key, []).append(rep)
+        # a rep whose last attempt was suspect was waiting for its retry
+        return {k: v for k, v in out.items() if v[-1].status != "suspect"}
+
+    def _last(self, kind: str, build: str) -> dict[str, Any] | None:
+        found = [e for e in self.events if e.get("kind") == kind and e.get("build") == build]
+        return found[-1] if found else None
+
+    def recorded_image(self, build: str) -> str | None:
+        done = self._last("build_done", build)
+        return done["image_id"] if done else None
+
+    def recorded_build(self, build: str, tree_sha256: str | None, rt: Any) -> BuildResult | None:
+        """The image the journal recorded, if it still exists and the source is still the tree
+        it was built from; None when it must be rebuilt."""
+        started = self._last("build_started", build)
+        was = (started.get("source") or {}).get("tree_sha256") if started else None
+        if was and was != tree_sha256:
+            raise InfraError(f"cannot resume: {build}'s source changed since the interrupted round "
+                             f"(tree {was[:12]} then, {(tree_sha256 or '')[:12]} now)",
+                             "Restore the source, or run the round again from the start.")
+        d = self._last("build_done", build)
+        if d and rt.image_exists(d["image_id"]):
+            return BuildResult(build=build, image_id=d["image_id"], base_image_id=d["base_image_id"],
+                               compiler=d["compiler"], seconds=d["seconds"])
+        if self.reps and rt.kind == "docker":
+            raise InfraError(f"cannot resume: the {build} image recorded by the journal is gone",
+                             "Run the round again from the start.")
+        return None

@@ -1,0 +1,314 @@
+"""One round, top to bottom: node → sources → builds → parity → reps → verdict → seal.
+
+The round owns no UI. It runs in a worker thread and hands typed events
+(console.events) to whoever iterates ``Round.events()``; every event is also
+journaled (fsync'd) as it happens, so a killed round can be resumed. What it measures
+goes into a typed receipt (``core.receipt``) whose verdict only the gate decides.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from .. import events as ev
+from .. import journal, lockfile, sources
+from ..core import apparatus, gate, health
+from ..core.receipt import Apparatus, Build, Pins, Receipt, Rep, RepKey
+from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
+from ..runtime.base import BuildResult
+from ..store import utc_now
+from . import after
+from . import parity as checks
+from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
+from .plan import DOC_NAME, Item, RoundConfig, check_pins, make_schedule, new_round_id, plan_record
+from .reps import Bench, run_until_trusted
+
+
+class Round:
+    def __init__(self, cfg: RoundConfig):
+        self.cfg = cfg
+        self.p = cfg.profile
+        self.round_id = cfg.resume.plan["round_id"] if cfg.resume else new_round_id()
+        self._q: queue.Queue = queue.Queue()
+        self._abort = threading.Event()
+        self._runtime = None
+        self.receipt: dict | None = None        # the receipt as sealed
+        self.receipt_path: Path | None = None
+        self.exit_code: int = ExitCode.INFRA
+        self._journal: journal.Journal | None = None
+        self._worker: threading.Thread | None = None
+
+    # --- public --------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Thread-safe: stop the running container and end the round as incomplete."""
+        self._abort.set()
+        if self._runtime is not None:
+            self._runtime.abort()
+
+    def wait(self, timeout: float) -> None:
+        """Wait for the round's worker to finish its cleanup (after an abort)."""
+        if self._worker is not None:
+            self._worker.join(timeout=timeout)
+
+    def events(self) -> Iterator[ev.Event]:
+        """Yield the round's events until it ends. Ctrl-C here aborts the round,
+        which still ends with a RoundEnded event; a second Ctrl-C gives up waiting."""
+        worker = self._worker = threading.Thread(target=self._work, name=f"round-{self.round_id}", daemon=True)
+        worker.start()
+        interrupts = 0
+        while True:
+            try:
+                item = self._q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt:
+                interrupts += 1
+                self.abort()
+                if interrupts > 1:
+                    raise
+                continue
+            if item is None:
+                break
+            yield item
+        worker.join(timeout=30)
+
+    # --- plumbing ------------------------------------------------------------
+
+    def _emit(self, e: ev.Event) -> None:
+        if self._journal is not None:
+            self._journal.append(e)
+        self._q.put(e)
+
+    def _notice(self, level: str, code: str, message: str) -> None:
+        self._emit(ev.Notice(level=level, code=code, message=message))
+
+    def _check_abort(self) -> None:
+        if self._abort.is_set():
+            raise Interrupted("the round was interrupted", "Resume it with `console resume JOURNAL`, or run it again.")
+
+    def _work(self) -> None:
+        work: Path | None = None
+        status, message = "infra", ""
+        try:
+            work = Path(tempfile.mkdtemp(prefix=f"bench-console-{self.round_id}-"))
+            self.cfg.out_dir.mkdir(parents=True, exist_ok=True)
+            self._journal = journal.Journal(journal.journal_path(self.cfg.out_dir, self.round_id))
+            status, message = self._run(work)
+        except ConsoleError as e:
+            self.exit_code = e.exit_code
+            status = "infra" if e.exit_code == ExitCode.INFRA else (
+                "incomplete" if e.exit_code == ExitCode.INTERRUPTED else "refused")
+            message = e.paragraph()
+            self._notice("error", type(e).__name__, message)
+        except Exception as e:  # a bug must still end the round cleanly
+            self.exit_code = ExitCode.INFRA
+            message = f"internal error: {type(e).__name__}: {e}"
+            self._notice("error", "internal", message)
+        finally:
+            try:
+                self._end(status, message, work)
+            finally:
+                self._q.put(None)
+
+    def _end(self, status: str, message: str, work: Path | None) -> None:
+        if self._runtime is not None:
+            try:
+                self._runtime.cleanup_round()
+            except Exception:
+                pass
+        if self._abort.is_set() and status not in ("complete", "refused"):
+            status, self.exit_code = "incomplete", ExitCode.INTERRUPTED
+        end = ev.RoundEnded(status=status, exit_code=int(self.exit_code),
+                            receipt_path=str(self.receipt_path) if self.receipt_path else None, message=message)
+        try:
+            self._emit(end)
+        except Exception as e:  # a journal that cannot be written must not hang the viewer
+            self._q.put(ev.Notice(level="error", code="journal", message=f"journal write failed: {e}"))
+            self._q.put(end)
+        if self._journal is not None:
+            self._journal.close()
+        if work is not None and not self.cfg.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+
+    # --- the round -----------------------------------------------------------
+
+    def _run(self, work: Path) -> tuple[str, str]:
+        p, cfg = self.p, self.cfg
+        started_at = cfg.resume.plan.get("started_at", utc_now()) if cfg.resume else utc_now()
+        self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
+        left = self._clear_leftovers(rt)
+        host = host_facts(rt)
+        tele = cfg.telemetry or open_telemetry()
+        host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
+        self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
+                                   host=host, plan=plan_record(cfg, self.round_id, rt.kind, started_at)))
+        if left:
+            self._notice("info", "cleanup", f"removed {left} container(s) left behind by an earlier crash")
+        if cfg.resume:
+            self._notice("info", "resumed", f"resuming round {self.round_id}: "
+                         f"{len(cfg.resume.reps)} rep(s) already recorded are kept")
+
+        inputs = work / "inputs"
+        inputs.mkdir()
+        check_pins(p)
+        shutil.copyfile(p.parity.document, inputs / DOC_NAME)
+        os.chmod(inputs, 0o755)
+        pins = self._lock_pins()
+
+        receipt = Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at,
+                          profile=p.record(), runtime={"kind": rt.kind, "isolation": list(rt.isolation),
+                                                       "lacks": list(rt.lacks)},
+                          host=host, lock=pins)
+
+        # Sources: snapshot, then the apparatus guard before anything is built.
+        main = sources.snapshot(cfg.main, work / "src-main")
+        cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main)
+        snaps = {"main": main, "candidate": cand}
+        touched = apparatus.touched_protected(main.files, cand.files, p.protected)
+        if touched:
+            receipt.apparatus = Apparatus(protected=list(p.protected), touched=list(touched))
+            receipt.builds = {b: Build(source=s.record, tree_sha256=s.record.get("tree_sha256"))
+                              for b, s in snaps.items()}
+            self._finish(receipt)
+            return "refused", receipt.verdict["reasons"][0]["message"]
+
+        # Preflight: the node must be fit before its numbers mean anything.
+        self._emit(ev.PhaseStarted(phase="preflight"))
+        receipt.preflight = preflight = tele.preflight(rules=p.preflight)
+        refuse_unfit(preflight, self._notice)
+        gpus = use_gpus(p.run.gpus, rt, host, self._notice)
+
+        self._emit(ev.PhaseStarted(phase="build"))
+        builds = {"main": self._build("main", main)}
+        builds["candidate"] = builds["main"] if cfg.kind == "noise" else self._build("candidate", cand)
+        receipt.builds = {b: Build(source=snaps[b].record, tree_sha256=snaps[b].record.get("tree_sha256"),
+                                   image_id=builds[b].image_id, base_image_id=builds[b].base_image_id,
+                                   compiler=builds[b].compiler, build_s=round(builds[b].seconds, 3))
+                          for b in ("main", "candidate")}
+        bench = Bench(rt=rt, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()}, inputs=inputs,
+                      work=work, gpus=gpus, tele=tele, preflight=preflight, profile=p)
+
+        # Parity first: a failure here suppresses every speed figure.
+        self._emit(ev.PhaseStarted(phase="parity"))
+        self._parity(bench, receipt)
+        if cfg.kind == "noise" or gate.parity_passes(receipt, p.gate):
+            self._speed(bench, receipt)
+        else:
+            self._notice("warn", "speed-skipped",
+                         "speed was not measured: the candidate failed parity, so no speed credit is possible")
+        self._finish(receipt)
+        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+
+    # --- steps -----------------------------------------------------------------
+
+    def _clear_leftovers(self, rt) -> int:
+        if rt.kind != "docker":
+            return 0
+        left = rt.cleanup_leftovers(stale_after_s=max(600.0, 2 * self.p.run.timeout_s))
+        if self.cfg.resume:
+            # the rep in flight when the console died may still be running: it must not
+            # compete with the resumed reps
+            left += rt.cleanup_round()
+        return left
+
+    def _lock_pins(self) -> Pins:
+        pins = Pins(anchor=self.p.gate.anchor, guards={g.name: 0.0 for g in self.p.gate.guards})
+        lock = self.cfg.lock_path
+        if lock and Path(lock).exists():
+            pins = Pins.from_dict({**pins.to_dict(), **lockfile.pins_for(Path(lock), self.p, ledger_dir=self.cfg.out_dir)})
+        return pins
+
+    def _build(self, name: str, snap: sources.Snapshot) -> BuildResult:
+        self._check_abort()
+        resume = self.cfg.resume
+        built = resume.recorded_build(name, snap.record.get("tree_sha256"), self._runtime) if resume else None
+        if built is None:
+            self._emit(ev.BuildStarted(build=name, source=snap.record))
+            try:
+                built = self._runtime.build(name, snap.dir, self.p.image,
+                                            lambda line: self._emit(ev.BuildLog(build=name, line=line)))
+            except ConsoleError as e:
+                self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
+                raise
+            recorded = resume.recorded_image(name) if resume else None
+            if recorded and resume.reps and built.image_id != recorded:
+                # Only a local build can be redone on resume: it must be byte-identical.
+                raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
+                                 f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
+        self._emit(ev.BuildDone(build=name, image_id=built.image_id, base_image_id=built.base_image_id,
+                                compiler=built.compiler, seconds=round(built.seconds, 3)))
+        return built
+
+    def _parity(self, b: Bench, receipt: Receipt) -> None:
+        ref = checks.read_reference(b)
+        par = receipt.parity = checks.new_record(b)
+        record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
+        for build in (["main"] if self.cfg.kind == "noise" else ["main", "candidate"]):
+            self._check_abort()
+            side = checks.logits_side(b, build, ref, self._check_abort)
+            setattr(par, build, side)
+            checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
+            par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
+        if self.cfg.kind == "noise":
+            par.candidate = par.main
+            par.scored_path["candidate"] = par.scored_path["main"]
+
+    def _speed(self, b: Bench, receipt: Receipt) -> None:
+        p, cfg = self.p, self.cfg
+        done = cfg.resume.done_reps() if cfg.resume else {}
+        # Warm the page cache for the inputs before any rep (the first build must not eat it).
+        for f in b.inputs.iterdir():
+            f.read_bytes()
+        budget = health.RetryBudget.from_rules(p.health)
+        timed_outputs: dict[str, list[tuple[Rep, Path]]] = {}
+
+        def record(rep: Rep, out_dir: Path) -> None:
+            receipt.reps.append(rep)
+            if rep.phase == "timed" and rep.status in ("ok", "suspect"):
+                timed_outputs.setdefault(rep.build, []).append((rep, out_dir))
+
+        phase = None
+        for item in make_schedule(p, cfg.reps or p.bench.reps):
+            self._check_abort()
+            if item.phase != phase:
+                phase = item.phase
+                if phase in ("warmup", "timed"):
+                    self._emit(ev.PhaseStarted(phase="warm" if phase == "warmup" else "reps"))
+            attempt = self._resumed(item, done, receipt)
+            if attempt is None:
+                continue
+            run_until_trusted(b, item, attempt, budget, self._emit, self._notice, record)
+        if cfg.kind != "noise":
+            receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
+
+    @staticmethod
+    def _resumed(item: Item, done: dict, receipt: Receipt) -> int | None:
+        """Reps a resumed round already has are kept; None skips the item, else the attempt to run."""
+        earlier = done.get(RepKey(item.build, item.phase, item.index))
+        if not earlier:
+            return 0
+        receipt.reps.extend(earlier)
+        # a resumed round warms up again: the node went cold
+        return len(earlier) if item.phase == "warmup" else None
+
+    def _finish(self, receipt: Receipt) -> None:
+        """The verdict (the gate's alone), then seal, reports and the lock."""
+        rules = self.p.gate
+        receipt.ended_at = utc_now()
+        receipt.summary = gate.summarize(receipt, rules)
+        verdict = gate.decide(receipt, rules)
+        receipt.verdict = verdict.to_dict()
+        if receipt.kind == "noise":  # what the lock stores per node: the gate's own report
+            receipt.noise = verdict.noise or {}
+        self._emit(ev.PhaseStarted(phase="verdict"))
+        self._emit(ev.VerdictReady(verdict=receipt.verdict))
+        sealed = after.seal(self.cfg.out_dir, receipt, self._notice)
+        self.receipt, self.receipt_path = sealed.document, sealed.path
+        self.exit_code = verdict.exit_code
+        after.raise_pins(self.cfg.lock_path, sealed, self.p, self._notice)

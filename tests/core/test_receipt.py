@@ -1,0 +1,97 @@
+"""The typed receipt and verdict: one to_dict/from_dict each, old receipts still read and re-derive."""
+import json
+from pathlib import Path
+
+import pytest
+
+from console import store
+from console.core import gate
+from console.core.receipt import SCHEMA, Receipt, ReceiptError, Rep, RepKey
+from console.core.verdict import OUTCOMES, Verdict
+
+from .receipts import default_rules, make_receipt
+
+SEALED_V1 = Path(__file__).resolve().parents[1] / "data" / "receipts-v1"
+
+
+def _subset(small, big, path="receipt"):
+    """Every key of ``small`` is in ``big`` with the same value (``big`` may add defaults)."""
+    if isinstance(small, dict):
+        assert isinstance(big, dict), path
+        for k, v in small.items():
+            assert k in big, f"{path}.{k} was dropped"
+            _subset(v, big[k], f"{path}.{k}")
+    elif isinstance(small, list):
+        assert isinstance(big, list) and len(small) == len(big), path
+        for i, (a, b) in enumerate(zip(small, big)):
+            _subset(a, b, f"{path}[{i}]")
+    else:
+        assert small == big, f"{path}: {small!r} != {big!r}"
+
+
+@pytest.mark.parametrize("kind", ["round", "noise"])
+def test_a_receipt_round_trips_through_its_type(kind):
+    d = json.loads(json.dumps(make_receipt(kind=kind)))   # as a sealed receipt reads back
+    r = Receipt.from_dict(d)
+    assert Receipt.from_dict(r.to_dict()) == r
+    _subset(d, json.loads(json.dumps(r.to_dict())))
+    assert all(isinstance(x, Rep) for x in r.reps) and r.rules == default_rules()
+
+
+def test_a_rep_is_identified_by_build_phase_and_index_across_retries():
+    a = Rep(build="main", phase="timed", index=2, position=5, attempt=0, status="suspect")
+    b = Rep(build="main", phase="timed", index=2, position=5, attempt=1)
+    assert a.key == b.key == RepKey.of(b.to_dict()) == RepKey("main", "timed", 2)
+    assert a.excluded and not b.excluded
+
+
+@pytest.mark.parametrize("doc, says", [
+    ({"schema": "bench-console/receipt/9", "profile": {"rules": {}}}, "unknown receipt schema"),
+    ({"schema": SCHEMA, "kind": "party", "profile": {"rules": {}}}, "unknown receipt kind"),
+    ({"schema": SCHEMA, "profile": {}}, "no gate rules"),
+    ({"schema": SCHEMA, "profile": {"rules": {"no_such_rule": 1}}}, "not a readable receipt"),
+    ([1, 2], "expected a receipt object"),
+])
+def test_what_is_not_a_receipt_is_refused_with_a_reason(doc, says):
+    with pytest.raises(ReceiptError, match=says):
+        Receipt.from_dict(doc)
+
+
+def test_every_verdict_round_trips_through_its_type():
+    seen = set()
+    for r in (make_receipt(), make_receipt(kind="noise"), make_receipt(cand=(150.0,) * 5)):
+        v = gate.decide(r, default_rules())
+        assert Verdict.from_dict(v.to_dict()).to_dict() == v.to_dict()
+        seen.add(v.outcome)
+    assert seen <= set(OUTCOMES)
+
+
+def _sealed_v1():
+    return sorted((SEALED_V1 / "receipts").glob("*.json"))
+
+
+def test_receipts_sealed_before_the_typed_model_still_verify():
+    assert len(_sealed_v1()) >= 4
+    assert store.verify_dir(SEALED_V1) == []
+
+
+@pytest.mark.parametrize("path", _sealed_v1(), ids=lambda p: p.stem[:12])
+def test_receipts_sealed_before_the_typed_model_re_derive_the_same_verdict(path):
+    d = json.loads(path.read_text())
+    r = Receipt.from_dict(d)
+    _subset(d, json.loads(json.dumps(r.to_dict())))   # nothing the old receipt holds is lost or changed
+    v = gate.decide(d, r.rules).to_dict()
+    assert v == d["verdict"]
+    assert gate.summarize(r, r.rules) == d["summary"]
+
+
+def test_the_cli_verifies_and_re_derives_the_old_receipts(capsys):
+    from console.cli import main
+    assert main(["ledger", "verify", str(SEALED_V1)]) == 0
+    assert "0 problem(s)" in capsys.readouterr().out
+    for path in _sealed_v1():
+        stored = json.loads(path.read_text())["verdict"]
+        code = main(["verdict", str(path), "--json"])
+        out = capsys.readouterr()
+        assert json.loads(out.out) == stored and code == stored["exit_code"]
+        assert "differs" not in out.err

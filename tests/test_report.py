@@ -1,0 +1,56 @@
+"""Headless reports render what the real gate decided, for every outcome it can produce."""
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from console.core import gate
+from console.core.verdict import EXIT_CODES, stage_of
+from console.report import HEADLINES, LineReporter, junit_xml, markdown_summary
+
+from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
+
+RULES = default_rules()
+
+
+def _round(make):
+    r = make()
+    r["summary"] = gate.summarize(r, RULES)
+    return r, gate.decide(r, RULES).to_dict()
+
+
+def test_there_is_a_headline_for_exactly_the_gates_outcomes():
+    assert set(HEADLINES) == set(EXIT_CODES) == set(OUTCOME_RECEIPTS)
+
+
+@pytest.mark.parametrize("outcome", sorted(OUTCOME_RECEIPTS))
+def test_each_outcome_renders_from_the_gates_verdict(outcome):
+    r, v = _round(OUTCOME_RECEIPTS[outcome])
+    assert v["outcome"] == outcome
+    text = LineReporter(colour=False).verdict_text(v)
+    assert text.splitlines()[0] == "verdict: " + HEADLINES[outcome].format(tier=str(v["tier"]).upper())
+    for reason in v["reasons"]:
+        assert reason["message"] in text
+    suite = ET.fromstring(junit_xml(r, v))         # well-formed, one case per gate stage
+    failed = {c.get("name") for c in suite if len(c)}
+    assert failed == {stage_of(x["code"]) for x in v["reasons"]}
+    md = markdown_summary(r, v)
+    assert f"**Verdict: {outcome}" in md
+    if r["summary"]["main"]["n"]:               # the summary shows the medians the gate decided on
+        assert f"{gate.counted(r, RULES).values('main')[0]:.2f}" in md or f"{r['summary']['main']['median']:.2f}" in md
+
+
+def test_the_apparatus_refusal_is_a_verdict_the_gate_re_derives():
+    r = make_receipt()
+    r["apparatus"] = {"protected": ["src/bench.c"], "touched": ["src/bench.c"]}
+    v = gate.decide(r, RULES)
+    assert v.outcome == "rejected" and v.codes == ["apparatus-touched"] and v.exit_code == 1
+    assert v.reasons[0].files == ("src/bench.c",) and "src/bench.c" in v.reasons[0].message
+    assert v.speed is None and v.to_dict()["speed"] == {"suppressed": "the candidate touched the apparatus"}
+    assert stage_of("apparatus-touched") == "verdict"
+
+
+def test_junit_escapes_what_the_profile_and_engine_wrote():
+    r, v = _round(OUTCOME_RECEIPTS["rejected"])
+    r["profile"]["name"] = 'a "quoted" <name> & more'
+    suite = ET.fromstring(junit_xml(r, v))
+    assert suite[0].get("classname") == 'bench-console.a "quoted" <name> & more'
