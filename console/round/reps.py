@@ -101,7 +101,7 @@ def run_until_trusted(b: Bench, item: Item, attempt: int, budget: health.RetryBu
         if decision.action == "accept":
             return
         if decision.action == "infra":
-            raise InfraError(f"the node kept misbehaving during reps: {decision.diagnosis}",
+            raise InfraError(str(decision.diagnosis),
                              "This is a node fault, not a regression: fix the node and resume or rerun.")
         notice("warn", "rep-suspect", f"{item.build} {item.phase} #{item.index} is suspect "
                f"({'; '.join(rep.suspect)}); retrying")
