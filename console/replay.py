@@ -138,7 +138,7 @@ def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
         side, basis = par.side(b), (par.main if b == "candidate" else None)
         for st in gate.grade_depths(side, basis, rules):
             depths[(b, st.depth)] = {"status": st.status, "reasons": [x.message for x in st.reasons]}
-        worst[b] = parity.worst_depth(side.depths, rules) if side and side.depths else None
+        worst[b] = parity.worst_depth(side.depths if side else [], rules)
         parity_ok[b] = gate.parity_ok(side, basis, rules)
     scored = {b: gate.path_ok(sp, rules) for b, sp in par.scored_path.items()}
     return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}

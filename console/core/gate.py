@@ -161,7 +161,7 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
 
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
-    worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules) if rows else None
+    worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)
     return ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
              "candidate_error": cand_error, "main_error": main_error,
              "all_uncheckable": bool(rows) and len(unchecked) == len(rows) and not cand_error},

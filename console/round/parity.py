@@ -63,7 +63,7 @@ def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench,
         emit(ev.DepthGraded(build=build, depth=f.depth, top1=f.top1, kl=f.kl, ref_entropy=f.ref_entropy,
                             status=st.status, reasons=[r.message for r in st.reasons]))
     emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules),
-                       worst_depth=parity.worst_depth(side.depths, rules) if side.depths else None,
+                       worst_depth=parity.worst_depth(side.depths, rules),
                        error=side.error))
 
 

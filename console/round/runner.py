@@ -173,8 +173,7 @@ class Round:
         touched = apparatus.touched_protected(main.files, cand.files, p.protected)
         if touched:
             receipt.apparatus = Apparatus(protected=list(p.protected), touched=list(touched))
-            receipt.builds = {b: Build(source=s.record, tree_sha256=s.record.get("tree_sha256"))
-                              for b, s in snaps.items()}
+            receipt.builds = {b: _build_record(s) for b, s in snaps.items()}
             self._finish(receipt)
             return "refused", receipt.verdict["reasons"][0]["message"]
 
@@ -187,10 +186,7 @@ class Round:
         self._emit(ev.PhaseStarted(phase="build"))
         builds = {"main": self._build("main", main)}
         builds["candidate"] = builds["main"] if cfg.kind == "noise" else self._build("candidate", cand)
-        receipt.builds = {b: Build(source=snaps[b].record, tree_sha256=snaps[b].record.get("tree_sha256"),
-                                   image_id=builds[b].image_id, base_image_id=builds[b].base_image_id,
-                                   compiler=builds[b].compiler, build_s=round(builds[b].seconds, 3))
-                          for b in ("main", "candidate")}
+        receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
         bench = Bench(rt=rt, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()}, inputs=inputs,
                       work=work, gpus=gpus, tele=tele, preflight=preflight, profile=p)
 
@@ -312,3 +308,12 @@ class Round:
         self.receipt, self.receipt_path = sealed.document, sealed.path
         self.exit_code = verdict.exit_code
         after.raise_pins(self.cfg.lock_path, sealed, self.p, self._notice)
+
+
+def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> Build:
+    """A build as the receipt keeps it; without ``built`` it was refused before building."""
+    b = Build(source=snap.record, tree_sha256=snap.record.get("tree_sha256"))
+    if built is not None:
+        b.image_id, b.base_image_id = built.image_id, built.base_image_id
+        b.compiler, b.build_s = built.compiler, round(built.seconds, 3)
+    return b
