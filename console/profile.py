@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,39 @@ class ProfileError(Exception):
 
 @dataclass(frozen=True)
 class Source:
-    """Where an engine's source comes from: a local directory or git repo + ref."""
+    """Where an engine's source comes from: a local directory, a git repo + ref, or a
+    pinned sdist on the package index (``pypi`` = "name==version") and a directory in it."""
     path: str | None = None
     git: str | None = None
     ref: str | None = None
+    pypi: str | None = None
+    subtree: str | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A build tool besides the compiler, asserted in the image like the compiler is."""
+    name: str
+    probe: tuple[str, ...]
+    expect: str                     # exact first line the probe must print
+
+
+@dataclass(frozen=True)
+class HarnessSpec:
+    """The measuring program the profile owns: built in each engine's image, never taken
+    from a candidate's tree."""
+    path: str                       # absolute directory (beside the profile)
+    build: str                      # shell command run in /harness after the engine's build
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A weights file every run reads, mounted read-only at /model/<name>."""
+    name: str
+    path: str                       # absolute path after loading (may not exist yet)
+    sha256: str
+    package: str = ""               # the pip requirement that provides it, for the hint
+    how: str = ""                   # the command that makes the file, for the hint
 
 
 @dataclass(frozen=True)
@@ -43,6 +72,7 @@ class ImageSpec:
     compiler_probe: tuple[str, ...] # command that prints the compiler version
     build: str                      # shell command run in /src at build time
     workdir: str = "/src"
+    tools: tuple[Tool, ...] = ()    # cmake and the like, asserted like the compiler
 
 
 @dataclass(frozen=True)
@@ -56,6 +86,11 @@ class RunSpec:
     user: str = "65534:65534"       # non-root by default
     output_limit_mb: int = 64       # the output directory may hold at most this much
 
+    @property
+    def threads(self) -> int:
+        """What ``{threads}`` becomes: the whole cores ``cpus`` allows (at least one)."""
+        return max(1, int(self.cpus))
+
 
 @dataclass(frozen=True)
 class BenchSpec:
@@ -68,6 +103,9 @@ class BenchSpec:
     warmup: int = 1
     shortcut: str = "none"          # "none" | "seek"
     seek_bytes_per_position: int = 0
+    fill: str = "decode"            # the context before the timed section: "decode" (token by token)
+                                    # or "prefill" (the engine's batched prompt path)
+    adapter: str = "bench_result"   # how stdout is read: "bench_result" | "llama-bench"
 
 
 @dataclass(frozen=True)
@@ -83,6 +121,8 @@ class ParitySpec:
     vocab: int
     scored_path_depth: int
     scored_path_tokens: int
+    text: str = ""                  # the text the document is tokenised from ("" = ids given)
+    tokenize: tuple[str, ...] = ()  # the harness command that tokenises it (reference image)
 
 
 @dataclass(frozen=True)
@@ -93,6 +133,7 @@ class ReferenceSpec:
     engine: str = ""                # e.g. "numpy float64 reference of the demo model"
     commit: str = ""
     weights_sha256: str = ""
+    source: Source | None = None    # docker: the pinned reference build (default: the profile's main)
 
 
 @dataclass(frozen=True)
@@ -112,7 +153,10 @@ class Profile:
     node: str = "local"             # node name used to qualify lock slots
     health: HealthRules = field(default_factory=HealthRules)   # when a rep is suspect
     preflight: PreflightRules = field(default_factory=PreflightRules)   # when the node is unfit to start
-
+    harness: HarnessSpec | None = None
+    model: tuple[ModelFile, ...] = ()
+    exclude: tuple[str, ...] = ()   # top-level paths of a source left out of its snapshot
+    candidate: str = ""             # the default candidate spec (pypi:…, a patch, a directory)
 
     @property
     def dir(self) -> Path:
@@ -126,12 +170,15 @@ class Profile:
         return ProfileRecord(name=self.name, path=self.path, sha256=self.sha256, node=self.node,
                              rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity))
 
+    def metric_of(self, guard: Guard | None) -> str:
+        return (guard.metric if guard is not None and guard.metric else "") or self.bench.metric
+
 
 # --- the loader ------------------------------------------------------------
 
 _SECTIONS = {
     "name", "description", "node", "source", "engine", "image", "run", "bench",
-    "parity", "reference", "gate", "health", "preflight",
+    "parity", "reference", "gate", "health", "preflight", "harness", "model",
 }
 
 
@@ -203,13 +250,59 @@ def _file(path: Path, base: Path, key: str, value: str, must_exist: bool = True)
 
 
 def _source(path: Path, r: _Reader, base: Path) -> Source:
-    if "path" in r.table and "git" in r.table:
-        raise ProfileError(path, r.prefix, "expected either 'path' or 'git' (+ 'ref'), not both")
+    kinds = [k for k in ("path", "git", "pypi") if k in r.table]
+    if len(kinds) > 1:
+        raise ProfileError(path, r.prefix, "expected one of 'path', 'git' (+ 'ref') or 'pypi' (+ 'subtree'), "
+                           "not " + " and ".join(kinds))
     if "git" in r.table:
         return Source(git=r.get("git", str), ref=r.get("ref", str, what="a branch, tag or commit"))
+    if "pypi" in r.table:
+        req = r.get("pypi", str, what="a pinned requirement, 'name==version'")
+        if req.count("==") != 1 or not all(req.split("==")):
+            raise ProfileError(path, r._key("pypi"), f"expected a pinned requirement 'name==version', got {req!r}")
+        return Source(pypi=req, subtree=r.get("subtree", str, "") or None)
     if "path" in r.table:
-        return Source(path=_file(path, base, r._key("path"), r.get("path", str)))
-    raise ProfileError(path, r.prefix, "expected 'path' (a local directory) or 'git' and 'ref'")
+        # a directory may be made later (a checkout): the round checks it exists
+        return Source(path=_file(path, base, r._key("path"), r.get("path", str), must_exist=False))
+    raise ProfileError(path, r.prefix, "expected 'path' (a local directory), 'git' and 'ref', or 'pypi'")
+
+
+def _model_files(path: Path, top: "_Reader", base: Path) -> tuple[ModelFile, ...]:
+    m = top.sub("model", {"files"}, required=False)
+    out = []
+    for i, f in enumerate(m.get("files", list, [], "a list of tables ([[model.files]])")):
+        key = f"model.files[{i}]"
+        if not isinstance(f, dict):
+            raise ProfileError(path, key, "expected a table")
+        r = _Reader(path, f, key, {"name", "path", "sha256", "package", "module", "how"})
+        name = r.get("name", str, what="the file's name under /model")
+        if "/" in name or name in ("", ".", ".."):
+            raise ProfileError(path, f"{key}.name", f"expected a plain file name, got {name!r}")
+        sha = r.get("sha256", str, what="the file's sha256 (64 hex digits)")
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise ProfileError(path, f"{key}.sha256", f"expected 64 lowercase hex digits, got {sha!r}")
+        rel = r.get("path", str, what="the file's path (absolute, ~/…, or relative to the profile)")
+        if "module" in r.table:      # a file inside an installed Python package
+            found = _in_module(r.get("module", str), rel)
+            where = found or f"<module {r.get('module', str)} is not installed>/{rel}"
+        else:
+            where = str((base / Path(rel).expanduser()).resolve())
+        out.append(ModelFile(name=name, path=where, sha256=sha, package=r.get("package", str, ""),
+                             how=r.get("how", str, "")))
+    if len({f.name for f in out}) != len(out):
+        raise ProfileError(path, "model.files", "expected distinct names")
+    return tuple(out)
+
+
+def _in_module(module: str, rel: str) -> str | None:
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(list(spec.submodule_search_locations)[0]) / rel)
 
 
 def _placeholders_ok(path: Path, key: str, cmd: tuple[str, ...], allowed: set[str]) -> None:
@@ -221,8 +314,10 @@ def _placeholders_ok(path: Path, key: str, cmd: tuple[str, ...], allowed: set[st
                                    + ", ".join("{" + a + "}" for a in sorted(allowed)))
 
 
-BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out"}
-PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"}
+COMMON_PLACEHOLDERS = {"threads", "model"}
+BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill"} | COMMON_PLACEHOLDERS
+PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"} | COMMON_PLACEHOLDERS
+TOKENIZE_PLACEHOLDERS = {"text", "out"} | COMMON_PLACEHOLDERS
 REFERENCE_PLACEHOLDERS = PARITY_PLACEHOLDERS | {"python", "profile_dir"}
 
 
@@ -239,11 +334,19 @@ def load_profile(path: str | Path) -> Profile:
     base = path.parent
     top = _Reader(path, data, "", _SECTIONS)
 
-    eng = top.sub("engine", {"source", "protected"})
-    source = _source(path, eng.sub("source", {"path", "git", "ref"}), base)
+    eng = top.sub("engine", {"source", "protected", "exclude", "candidate"})
+    source = _source(path, eng.sub("source", {"path", "git", "ref", "pypi", "subtree"}), base)
     protected = eng.strs("protected", ())
+    exclude = eng.strs("exclude", ())
 
-    im = top.sub("image", {"base", "suite", "packages", "compiler", "compiler_probe", "build", "workdir"})
+    im = top.sub("image", {"base", "suite", "packages", "compiler", "compiler_probe", "build", "workdir", "tools"})
+    tools = []
+    for i, t in enumerate(im.get("tools", list, [], "a list of tables ([[image.tools]])")):
+        if not isinstance(t, dict):
+            raise ProfileError(path, f"image.tools[{i}]", "expected a table")
+        tr = _Reader(path, t, f"image.tools[{i}]", {"name", "probe", "expect"})
+        tools.append(Tool(name=tr.get("name", str), probe=tr.strs("probe", nonempty=True),
+                          expect=tr.get("expect", str, what="the exact first line the probe prints")))
     image = ImageSpec(
         base=im.get("base", str, what="a local image tag, an image ID or a digest (sha256:…)"),
         suite=im.get("suite", str, "bookworm"),
@@ -251,8 +354,15 @@ def load_profile(path: str | Path) -> Profile:
         compiler=im.get("compiler", str, what="the exact first line of the compiler's version output"),
         compiler_probe=im.strs("compiler_probe", ("gcc", "--version"), nonempty=True),
         build=im.get("build", str, what="a shell command that builds the engine in the source directory"),
-        workdir=im.get("workdir", str, "/src"),
+        workdir=im.get("workdir", str, "/src"), tools=tuple(tools),
     )
+    hr = top.sub("harness", {"path", "build"}, required=False)
+    harness = None
+    if hr.table:
+        harness = HarnessSpec(path=_file(path, base, "harness.path", hr.get("path", str, what="a directory beside the profile"),
+                                         must_exist=False),
+                              build=hr.get("build", str, what="a shell command that builds the harness in /harness"))
+    model = _model_files(path, top, base)
 
     ru = top.sub("run", {"cpus", "memory", "pids", "timeout_s", "gpus", "env", "user", "output_limit_mb"},
                  required=False)
@@ -269,7 +379,7 @@ def load_profile(path: str | Path) -> Profile:
     )
 
     be = top.sub("bench", {"command", "metric", "depth", "tokens", "short_tokens", "reps", "warmup",
-                           "shortcut", "seek_bytes_per_position"})
+                           "shortcut", "seek_bytes_per_position", "fill", "adapter"})
     bench = BenchSpec(
         command=be.strs("command", nonempty=True),
         metric=be.get("metric", str, what="the metric name the bench result line carries"),
@@ -280,7 +390,13 @@ def load_profile(path: str | Path) -> Profile:
         warmup=be.num("warmup", 1, lo=0, hi=10, integer=True),
         shortcut=be.get("shortcut", str, "none"),
         seek_bytes_per_position=be.num("seek_bytes_per_position", 0, lo=0, integer=True),
+        fill=be.get("fill", str, "decode"), adapter=be.get("adapter", str, "bench_result"),
     )
+    if bench.fill not in ("decode", "prefill"):
+        raise ProfileError(path, "bench.fill", f"expected 'decode' or 'prefill', got {bench.fill!r}")
+    from .adapters import ADAPTERS
+    if bench.adapter not in ADAPTERS:
+        raise ProfileError(path, "bench.adapter", f"expected one of {', '.join(sorted(ADAPTERS))}, got {bench.adapter!r}")
     if bench.shortcut not in ("none", "seek"):
         raise ProfileError(path, "bench.shortcut", f"expected 'none' or 'seek', got {bench.shortcut!r}")
     if bench.shortcut == "seek" and bench.seek_bytes_per_position <= 0:
@@ -293,7 +409,7 @@ def load_profile(path: str | Path) -> Profile:
 
     pa = top.sub("parity", {"command", "output", "document", "document_sha256", "reference",
                             "reference_sha256", "depths", "rows", "vocab", "scored_path_depth",
-                            "scored_path_tokens"})
+                            "scored_path_tokens", "text", "tokenize"})
     depths = pa.get("depths", list, [4, 128, 256, 512, 1024, 2048, 4096], "a list of positive integers")
     if not depths or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in depths) \
             or list(depths) != sorted(set(depths)):
@@ -304,27 +420,43 @@ def load_profile(path: str | Path) -> Profile:
     parity = ParitySpec(
         command=pa.strs("command", nonempty=True),
         output=pa.get("output", str, "logits.npy"),
-        document=_file(path, base, "parity.document", pa.get("document", str)),
+        # made by `console reference capture` when parity.text is given: the round checks it
+        document=_file(path, base, "parity.document", pa.get("document", str), must_exist="text" not in pa.table),
         document_sha256=pa.get("document_sha256", str, what="the sha256 of the token-id document"),
         reference=_file(path, base, "parity.reference", pa.get("reference", str), must_exist=False),
         reference_sha256=pa.get("reference_sha256", str, ""),
         depths=tuple(depths), rows=rows, vocab=pa.num("vocab", lo=2, integer=True),
         scored_path_depth=pa.num("scored_path_depth", depths[0], lo=1, integer=True),
         scored_path_tokens=pa.num("scored_path_tokens", 1, lo=1, integer=True),
+        text=_file(path, base, "parity.text", pa.get("text", str)) if "text" in pa.table else "",
+        tokenize=pa.strs("tokenize", ()),
     )
+    if "output_limit_mb" not in ru.table:
+        # sized from what the logits command must write: depths x rows x vocabulary float32s
+        need = len(parity.depths) * parity.rows * parity.vocab * 4
+        run = replace(run, output_limit_mb=max(run.output_limit_mb, -(-need * 5 // 4 >> 20) + 8))
+    if parity.text and not parity.tokenize:
+        raise ProfileError(path, "parity.tokenize", "expected the command that tokenises parity.text")
+    _placeholders_ok(path, "parity.tokenize", parity.tokenize, TOKENIZE_PLACEHOLDERS)
     if parity.scored_path_depth not in parity.depths:
         raise ProfileError(path, "parity.scored_path_depth", f"expected one of parity.depths {list(parity.depths)}")
     if parity.scored_path_tokens >= parity.scored_path_depth:
         raise ProfileError(path, "parity.scored_path_tokens", "expected fewer than parity.scored_path_depth")
     _placeholders_ok(path, "parity.command", parity.command, PARITY_PLACEHOLDERS)
 
-    rf = top.sub("reference", {"runtime", "command", "engine", "commit", "weights_sha256"}, required=False)
+    rf = top.sub("reference", {"runtime", "command", "engine", "commit", "weights_sha256", "source"},
+                 required=False)
     reference = ReferenceSpec(
         runtime=rf.get("runtime", str, "docker"),
         command=rf.strs("command", parity.command),
         engine=rf.get("engine", str, ""), commit=rf.get("commit", str, ""),
         weights_sha256=rf.get("weights_sha256", str, ""),
+        source=_source(path, rf.sub("source", {"path", "git", "ref", "pypi", "subtree"}), base)
+        if "source" in rf.table else None,
     )
+    if model and reference.weights_sha256 and reference.weights_sha256 not in {f.sha256 for f in model}:
+        raise ProfileError(path, "reference.weights_sha256",
+                           "expected the sha256 of one of model.files: the reference must read the same weights")
     if reference.runtime not in ("local", "docker"):
         raise ProfileError(path, "reference.runtime", f"expected 'local' or 'docker', got {reference.runtime!r}")
     _placeholders_ok(path, "reference.command", reference.command, REFERENCE_PLACEHOLDERS)
@@ -338,10 +470,10 @@ def load_profile(path: str | Path) -> Profile:
     for i, g in enumerate(ga.get("guards", list, [], "a list of tables ([[gate.guards]])")):
         if not isinstance(g, dict):
             raise ProfileError(path, f"gate.guards[{i}]", "expected a table")
-        gr = _Reader(path, g, f"gate.guards[{i}]", {"name", "depth", "tokens", "reps", "max_drop"})
+        gr = _Reader(path, g, f"gate.guards[{i}]", {"name", "depth", "tokens", "reps", "max_drop", "metric"})
         guards.append(Guard(name=gr.get("name", str), depth=gr.num("depth", lo=0, integer=True),
                             tokens=gr.num("tokens", lo=1, integer=True), reps=gr.num("reps", 3, lo=1, integer=True),
-                            max_drop=gr.num("max_drop", 0.01, lo=0.0, hi=1.0)))
+                            max_drop=gr.num("max_drop", 0.01, lo=0.0, hi=1.0), metric=gr.get("metric", str, "")))
     d = GateRules()
     gate = GateRules(
         top1_min=ga.num("top1_min", d.top1_min, lo=0.0, hi=1.0),
@@ -369,6 +501,7 @@ def load_profile(path: str | Path) -> Profile:
         description=top.get("description", str, ""), node=top.get("node", str, "local"),
         source=source, protected=protected, image=image, run=run, bench=bench,
         parity=parity, reference=reference, gate=gate, health=health, preflight=preflight,
+        harness=harness, model=model, exclude=exclude, candidate=eng.get("candidate", str, ""),
     )
 
 

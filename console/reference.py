@@ -8,6 +8,7 @@ engine's output, stored as float32 and pinned by its sha256.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -20,17 +21,18 @@ import numpy as np
 from . import protocol
 from .errors import InfraError
 from .profile import Profile
+from .sources import sha256_path
+from .store import utc_now
 
 
 def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False) -> str:
+    if profile.reference.runtime == "docker":
+        return _capture_docker(profile, log, write_profile)
     p = profile.parity
     with tempfile.TemporaryDirectory(prefix="bench-console-ref-") as tmp:
         out = Path(tmp)
         values = {"doc": p.document, "depths": ",".join(str(d) for d in p.depths), "rows": str(p.rows),
                   "out": str(out), "python": sys.executable, "profile_dir": str(profile.dir)}
-        if profile.reference.runtime != "local":
-            raise InfraError("reference capture in a container is not supported yet",
-                             "Set reference.runtime = \"local\" with a trusted host command.")
         argv = [part.format(**values) for part in profile.reference.command]
         log("$ " + " ".join(argv))
         r = subprocess.run(argv, capture_output=True, text=True, errors="replace", cwd=profile.dir)
@@ -40,25 +42,139 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
             raise InfraError(f"the reference command exited with {r.returncode}", "Read its output above.")
         arr = protocol.read_logits(out / p.output, depths=len(p.depths), rows=p.rows, vocab=p.vocab,
                                    max_bytes=1 << 31)
-    # The pinned file is replaced only when the pin is updated with it; otherwise the
-    # capture lands beside it, so a stray capture cannot break every later round.
-    dest = Path(p.reference) if write_profile else Path(p.reference).with_suffix(".captured.npy")
-    tmp_dest = dest.with_suffix(".npy.tmp")
+    return _store(profile, arr, log, write_profile, {"runtime": "local", "command": argv,
+                                                      "engine": profile.reference.engine})
+
+
+def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_profile: bool,
+           meta: dict) -> str:
+    p = profile.parity
+    # The pinned file is replaced only by the pinned bytes, or when the pin is updated with
+    # it; otherwise the capture lands beside it, so a stray capture cannot break later rounds.
+    side = Path(p.reference).with_suffix(".captured.npy")
+    tmp_dest = side.with_suffix(".npy.tmp")
     with open(tmp_dest, "wb") as f:
         np.save(f, arr.astype(np.float32))
         f.flush()
         os.fsync(f.fileno())
+    sha = sha256_path(tmp_dest)
+    dest = Path(p.reference) if (write_profile or sha == p.reference_sha256) else side
     os.replace(tmp_dest, dest)
-    sha = hashlib.sha256(dest.read_bytes()).hexdigest()
     log(f"wrote {dest}")
+    if sha == p.reference_sha256 or write_profile:
+        # how it was made, beside it: the round puts this in the receipt
+        meta = {**meta, "reference_sha256": sha, "document_sha256": sha256_path(Path(p.document)),
+                "captured_at": utc_now()}
+        _write_atomic(Path(p.reference).with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
     if write_profile:
-        _pin_in_profile(Path(profile.path), sha)
+        _pin_in_profile(Path(profile.path), {"reference_sha256": sha})
         log(f"pinned parity.reference_sha256 = {sha} in {profile.path}")
     return sha
 
 
-def _pin_in_profile(path: Path, sha: str) -> None:
+def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile: bool) -> str:
+    """Build the pinned reference source in the pinned image with the profile's harness, make the
+    document from its text if the profile gives one, and capture the logits through the harness."""
+    from . import sources
+    from .round.inputs import check_model
+    from .round.plan import fill
+    from .runtime.base import INPUTS_ROOT, OUT_ROOT
+    from .runtime.docker import DockerRuntime
+
+    p = profile.parity
+    model = check_model(profile)
+    source = profile.reference.source or profile.source
+    rt = DockerRuntime(round_label="reference")
+    with tempfile.TemporaryDirectory(prefix="bench-console-ref-") as tmp:
+        work = Path(tmp)
+        log(f"reference source: {sources.spec_label(source)}")
+        snap = sources.snapshot(source, work / "src", exclude=profile.exclude)
+        built = rt.build("reference", snap.dir, profile.image, log, harness=profile.harness)
+        log(f"built the reference: {built.image_id[:19]} in {built.seconds:.0f} s ({built.compiler})")
+        models = {f.name: f.path for f in profile.model}
+        inputs = work / "inputs"
+        inputs.mkdir()
+        os.chmod(inputs, 0o755)
+        try:
+            if p.text:
+                _make_document(profile, rt, built, snap.dir, inputs, work, models, write_profile, log)
+            doc = Path(p.document)
+            if not doc.exists():
+                raise InfraError(f"no document at {doc}", "Give parity.text and parity.tokenize, or the document.")
+            (inputs / "document.tok").write_bytes(doc.read_bytes())
+            from .round.plan import document_problem
+            bad = document_problem(doc.read_bytes(), p.vocab)
+            if bad:
+                raise InfraError(f"{doc}: {bad}", "Tokenise the document with the model's own tokenizer.")
+            argv = fill(profile.reference.command, profile, doc=f"{INPUTS_ROOT}/document.tok", out=OUT_ROOT,
+                        depths=",".join(str(d) for d in p.depths), rows=str(p.rows))
+            log("$ " + " ".join(argv))
+            res = rt.run(built, argv, src_dir=snap.dir, inputs_dir=inputs, out_dir=work / "out",
+                         run=profile.run, label="reference/logits", models=models)
+            for line in protocol.log_tail(res.stderr)[-10:]:
+                log(line)
+            if res.exit_code != 0:
+                raise InfraError(f"the reference logits command failed ({res.killed_reason or res.exit_code})",
+                                 "Read its output above.")
+            arr = protocol.read_logits(work / "out" / p.output, depths=len(p.depths), rows=p.rows,
+                                       vocab=p.vocab, max_bytes=1 << 31)
+        finally:
+            rt.cleanup_round()
+    meta = {"runtime": "docker", "source": snap.record, "image_id": built.image_id,
+            "base_image_id": built.base_image_id, "compiler": built.compiler, "tools": built.tools,
+            "command": argv, "engine": profile.reference.engine, "harness_tree_sha256":
+            sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None,
+            "model": model, "weights_sha256": model[0]["sha256"] if model else None}
+    return _store(profile, arr, log, write_profile, meta)
+
+
+def _make_document(profile: Profile, rt, built, src: Path, inputs: Path, work: Path, models: dict,
+                   write_profile: bool, log: Callable[[str], None]) -> None:
+    """Tokenise parity.text with the model's own tokenizer (the harness, in the reference image)."""
+    from .round.plan import fill
+    from .runtime.base import INPUTS_ROOT, OUT_ROOT
+    p = profile.parity
+    text = Path(p.text)
+    (inputs / "text.txt").write_bytes(text.read_bytes())
+    argv = fill(p.tokenize, profile, text=f"{INPUTS_ROOT}/text.txt", out=OUT_ROOT)
+    log("$ " + " ".join(argv))
+    res = rt.run(built, argv, src_dir=src, inputs_dir=inputs, out_dir=work / "tok", run=profile.run,
+                 label="reference/tokenize", models=models)
+    for line in protocol.log_tail(res.stderr)[-5:]:
+        log(line)
+    made = work / "tok" / "document.tok"
+    if res.exit_code != 0 or not made.is_file():
+        raise InfraError(f"tokenising {text} failed ({res.killed_reason or res.exit_code})", "Read its output above.")
+    data = made.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    doc = Path(p.document)
+    if doc.exists() and sha256_path(doc) == sha:
+        log(f"document {doc}: identical to the one made from {text.name} ({len(data.split())} tokens)")
+        return
+    if doc.exists() and not write_profile and sha != p.document_sha256:
+        side = doc.with_suffix(".captured.tok")
+        _write_atomic(side, data)
+        raise InfraError(f"tokenising {text.name} gave a document other than the pinned one (written to {side})",
+                         "The tokenizer or the text changed: adopt it deliberately with --write-profile.")
+    _write_atomic(doc, data)
+    log(f"wrote {doc} ({len(data.split())} tokens, sha256 {sha})")
+    if write_profile and sha != p.document_sha256:
+        _pin_in_profile(Path(profile.path), {"document_sha256": sha})
+        log(f"pinned parity.document_sha256 = {sha} in {profile.path}")
+
+
+def _write_atomic(dest: Path, data: bytes) -> None:
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dest)
+
+
+def _pin_in_profile(path: Path, pins: dict[str, str]) -> None:
     import tomlkit
     doc = tomlkit.parse(path.read_text())
-    doc["parity"]["reference_sha256"] = sha
+    for k, v in pins.items():
+        doc["parity"][k] = v
     path.write_text(tomlkit.dumps(doc))

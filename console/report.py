@@ -143,6 +143,9 @@ def _source_text(src: dict) -> str:
         return f"patch {Path(src['patch']).name} over {_source_text(src.get('over', {}))}"
     if "git" in src:
         return f"{src['git']}@{src.get('commit', src.get('ref', ''))[:12]}"
+    if "pypi" in src:
+        return f"sdist {src['pypi']}" + (f" ({src['subtree']})" if src.get("subtree") else "") \
+            + (f", sha256 {src['sdist_sha256'][:12]}" if src.get("sdist_sha256") else "")
     return src.get("path", "?")
 
 

@@ -1,4 +1,5 @@
-"""Engine sources: a directory, a git repository at a ref, or a patch over main.
+"""Engine sources: a directory, a git repository at a ref, a pinned sdist from the
+package index, or a patch over main.
 
 Each is snapshotted into the round's work directory before anything is built, so
 an edit during the round cannot leak into a build, and its tree digest goes into
@@ -24,17 +25,24 @@ class Snapshot:
     files: dict[str, str]   # relative path -> sha256, for the apparatus guard
 
 
-def parse_spec(text: str) -> Source | tuple[str, str]:
-    """``DIR``, ``REPO@REF`` (git), or ``FILE.patch`` (applied over main)."""
+def parse_spec(text: str, like: Source | None = None) -> Source | tuple[str, str]:
+    """``DIR``, ``REPO@REF`` (git), ``pypi:NAME==VERSION`` (the subtree of ``like``, the
+    profile's main source), or ``FILE.patch`` (applied over main)."""
     if text.endswith((".patch", ".diff")):
         return ("patch", str(Path(text).resolve()))
+    if text.startswith("pypi:"):
+        req = text[len("pypi:"):]
+        if req.count("==") != 1 or not all(req.split("==")):
+            raise UsageError(f"{text!r} is not a pinned requirement", "Write pypi:NAME==VERSION.")
+        return Source(pypi=req, subtree=like.subtree if like else None)
     if "@" in text and not Path(text).exists():
         repo, ref = text.rsplit("@", 1)
         return Source(git=repo, ref=ref)
     return Source(path=str(Path(text).resolve()))
 
 
-def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None = None) -> Snapshot:
+def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None = None,
+             exclude: tuple[str, ...] = ()) -> Snapshot:
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():
         shutil.rmtree(dest)
@@ -64,15 +72,28 @@ def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None =
                                 text=True).stdout.strip()
         shutil.rmtree(dest / ".git")
         record = {"git": spec.git, "ref": spec.ref, "commit": commit}
+    elif spec.pypi:
+        sdist = fetch_sdist(spec.pypi)
+        _extract(sdist, spec.subtree or "", dest, exclude)
+        record = {"pypi": spec.pypi, "sdist": sdist.name, "sdist_sha256": sha256_path(sdist)}
+        if spec.subtree:
+            record["subtree"] = spec.subtree
     else:
         src = Path(spec.path or "")
         if not src.is_dir():
             raise UsageError(f"source directory {src} does not exist", "Check --main/--candidate.")
-        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        shutil.copytree(src, dest, symlinks=True, ignore=_top_level(src, (".git", *exclude)))
         record = {"path": str(src)}
+    if exclude:
+        record["excluded"] = list(exclude)
     files = tree_files(dest)
-    record["tree_sha256"] = _sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode())
+    record["tree_sha256"] = digest_of(files)
     return Snapshot(dir=dest, record=record, files=files)
+
+
+def digest_of(files: dict[str, str]) -> str:
+    """One digest for a tree: over its sorted (path, sha256) pairs."""
+    return _sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode())
 
 
 def tree_files(root: Path) -> dict[str, str]:
@@ -87,3 +108,85 @@ def tree_files(root: Path) -> dict[str, str]:
 
 def _sha256(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
+
+
+def spec_label(spec: Source | tuple[str, str]) -> str:
+    if isinstance(spec, tuple):
+        return spec[1]
+    if spec.pypi:
+        return f"pypi:{spec.pypi}" + (f" ({spec.subtree})" if spec.subtree else "")
+    return f"{spec.git}@{spec.ref}" if spec.git else str(spec.path)
+
+
+def _top_level(root: Path, names: tuple[str, ...]):
+    """A copytree ignore that leaves out ``names`` at the top of ``root`` only (and .git anywhere)."""
+    def ignore(d: str, entries: list[str]) -> set[str]:
+        if Path(d) == root:
+            return {e for e in entries if e in names}
+        return {".git"} & set(entries)
+    return ignore
+
+
+def cache_dir() -> Path:
+    """Where downloaded sources are kept between rounds (BENCH_CONSOLE_CACHE overrides)."""
+    base = os.environ.get("BENCH_CONSOLE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bench-console")
+    return Path(base)
+
+
+def fetch_sdist(requirement: str) -> Path:
+    """The sdist of a pinned requirement, downloaded once with pip from the index this
+    machine's pip uses; its sha256 goes into the receipt like a git commit would."""
+    name, version = requirement.split("==")
+    dest = cache_dir() / "sdists"
+    dest.mkdir(parents=True, exist_ok=True)
+    norm = name.replace("-", "_").lower()
+    found = [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
+             and p.name.endswith((".tar.gz", ".zip"))]
+    if found:
+        return found[0]
+    import sys
+    # --no-binary for this package only: its build dependencies may come as wheels
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
+           "--dest", str(dest), requirement]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    found = [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
+             and p.name.endswith((".tar.gz", ".zip"))]
+    if r.returncode != 0 or not found:
+        why = (r.stderr.strip().splitlines() or ["no sdist was downloaded"])[-1][:300]
+        raise UsageError(f"cannot download the sdist of {requirement} with pip: {why}",
+                         "Check the name and version and that pip reaches its package index.")
+    return found[0]
+
+
+def _extract(sdist: Path, subtree: str, dest: Path, exclude: tuple[str, ...]) -> None:
+    """Unpack ``subtree`` of an sdist into ``dest`` (paths checked: nothing outside it)."""
+    import tarfile
+    dest.mkdir(parents=True)
+    with tarfile.open(sdist) as tar:
+        members = tar.getmembers()
+        top = members[0].name.split("/")[0] if members else ""
+        prefix = f"{top}/{subtree.strip('/')}/" if subtree else f"{top}/"
+        taken = 0
+        for m in members:
+            if not m.name.startswith(prefix):
+                continue
+            rel = m.name[len(prefix):]
+            if not rel or rel.split("/")[0] in exclude or ".git" in rel.split("/"):
+                continue    # .git: a submodule's pointer file would make the tree a foreign repo
+            if not (m.isfile() or m.isdir()):      # links and devices are not source
+                continue
+            m.name = rel
+            tar.extract(m, dest, filter="data")
+            taken += 1
+    if not taken:
+        raise UsageError(f"{sdist.name} has no directory {subtree!r}",
+                         "Check engine.source.subtree in the profile.")
+
+
+def sha256_path(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

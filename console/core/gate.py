@@ -159,6 +159,12 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
                                 "near-uniform reference at depth " + ", ".join(map(str, unchecked))
                                 + ": those depths cannot reveal a fault and were not graded"))
 
+    if (par.reference or {}).get("same_as_main"):
+        warnings.append(warning("reference-is-main",
+                                "the reference was captured from main's own source: main's KL is zero by "
+                                "construction, so the parity check says 'same as main', not 'correct', and "
+                                "the ratchet against main adds nothing"))
+
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
     worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)

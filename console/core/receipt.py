@@ -127,15 +127,43 @@ class Build:
     base_image_id: str | None = None
     compiler: str | None = None         # the asserted first line of the compiler probe
     build_s: float | None = None
+    tools: dict[str, str] | None = None     # every other build tool the profile asserts: name -> version line
+    engine_sha256: str | None = None        # digest over the built files below
+    engine_files: dict[str, str] | None = None  # path under the engine root -> sha256
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for k in ("tools", "engine_sha256", "engine_files"):
+            if d[k] is None:
+                del d[k]        # absent, as in receipts that predate them
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Build":
         return cls(source=dict(d.get("source") or {}), tree_sha256=d.get("tree_sha256"),
                    image_id=d.get("image_id"), base_image_id=d.get("base_image_id"),
-                   compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")))
+                   compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")),
+                   tools=d.get("tools"), engine_sha256=d.get("engine_sha256"),
+                   engine_files=d.get("engine_files"))
+
+
+@dataclass
+class Inputs:
+    """What every run of a round reads besides the document: model files and the harness."""
+    model: list[dict[str, Any]] = field(default_factory=list)   # {name, path, bytes, sha256}
+    warm: dict[str, Any] | None = None      # the page-cache read before the first rep: {bytes, seconds}
+    harness: dict[str, Any] | None = None   # {path, tree_sha256, build}: the profile's, never a candidate's
+    fill: str = "decode"                    # how the context before a timed section is filled
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Inputs | None":
+        if not d:
+            return None
+        return cls(model=[dict(x) for x in d.get("model") or []], warm=d.get("warm"),
+                   harness=d.get("harness"), fill=str(d.get("fill") or "decode"))
 
 
 # --- parity -----------------------------------------------------------------------------
@@ -343,6 +371,7 @@ class Receipt:
     host: dict[str, Any] = field(default_factory=dict)
     preflight: dict[str, Any] = field(default_factory=dict)
     apparatus: Apparatus | None = None
+    inputs: Inputs | None = None
     builds: dict[str, Build] = field(default_factory=dict)
     lock: Pins = field(default_factory=Pins)
     parity: ParityRecord = field(default_factory=ParityRecord)
@@ -387,7 +416,7 @@ class Receipt:
                        status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
                        profile=ProfileRecord.from_dict(d.get("profile")), runtime=dict(d.get("runtime") or {}),
                        host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
-                       apparatus=Apparatus.from_dict(d.get("apparatus")),
+                       apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
                        builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
                        lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
                        reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
@@ -400,7 +429,7 @@ class Receipt:
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,
 # or belong to one kind of round only).
-_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "summary", "verdict", "noise", "seal")
+_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "summary", "verdict", "noise", "seal")
 
 
 def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:

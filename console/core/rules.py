@@ -16,6 +16,7 @@ class Guard:
     tokens: int
     reps: int = 3
     max_drop: float = 0.01          # may fall at most this share below its floor
+    metric: str = ""                # what the guard measures; "" = the bench's scored metric
 
 
 @dataclass(frozen=True)

@@ -19,21 +19,30 @@ def make_runtime(kind: str, round_id: str, work: Path):
     raise UsageError(f"unknown runtime {kind!r}", "Use --runtime docker or --runtime local.")
 
 
-def open_telemetry():
+def open_telemetry(prefer: str = "auto"):
+    """A CPU-only profile asks for host telemetry only: no NVML probe, no 'no GPU' warning."""
     from ..telemetry import open_telemetry
-    return open_telemetry()
+    return open_telemetry(prefer)
+
+
+# The instruction-set extensions a portable x86 build of an engine may rely on (llama.cpp's
+# GGML_NATIVE=OFF baseline is AVX2/FMA/F16C; AVX-512 and VNNI change ggml's code paths).
+CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx_vnni", "amx_tile", "asimd", "sve")
 
 
 def host_facts(rt) -> dict:
-    cpu = "unknown"
+    cpu, flags = "unknown", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == "unknown":
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith(("flags", "Features")) and not flags:
+                flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
     facts = {"hostname": platform.node(), "cpu_model": cpu, "cores": os.cpu_count(),
+             "cpu_flags": [f for f in CPU_FLAGS if f in flags],
              "kernel": platform.release(), "python": platform.python_version()}
     facts.update(rt.host_facts())
     return facts

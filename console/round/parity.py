@@ -36,11 +36,11 @@ def read_reference(b: Bench) -> np.ndarray:
 def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[], None]) -> ParitySide:
     """Run one build's logits command over the document and grade it against the reference."""
     p = b.profile
-    argv = fill(p.parity.command, doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT,
+    argv = fill(p.parity.command, p, doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT,
                 depths=",".join(str(d) for d in p.parity.depths), rows=str(p.parity.rows))
     out_dir = b.work / "runs" / f"parity-{build}"
     res = b.rt.run(b.builds[build], argv, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
-                   out_dir=out_dir, run=p.run, label=f"{build}/logits", gpus=b.gpus)
+                   out_dir=out_dir, run=p.run, label=f"{build}/logits", gpus=b.gpus, models=b.models)
     check_abort()
     wall = round(res.wall_s, 4)
     if res.exit_code != 0:
@@ -72,7 +72,7 @@ def scored_path(b: Bench, build: str, ref: np.ndarray, emit: Emit, record: Calla
     p = b.profile
     depth = p.parity.scored_path_depth - p.parity.scored_path_tokens
     item = Item(build=build, phase="scored_path", index=0, position=-1, depth=depth,
-                tokens=p.parity.scored_path_tokens, context="doc")
+                tokens=p.parity.scored_path_tokens, context="doc", metric=p.bench.metric)
     rep, out_dir, _ = run_rep(b, item, 0, emit)
     record(rep, out_dir)
     result = PathFigures(depth=p.parity.scored_path_depth)
@@ -134,7 +134,13 @@ def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
     return out
 
 
-def new_record(b: Bench) -> ParityRecord:
+def new_record(b: Bench, meta: dict | None = None) -> ParityRecord:
+    """The reference as the receipt names it; ``meta`` is how it was captured (its build, command
+    and weights), and whether that build was main's own source."""
     p = b.profile
-    return ParityRecord(reference={"sha256": p.parity.reference_sha256, "document_sha256": p.parity.document_sha256,
-                                   "depths": list(p.parity.depths), "rows": p.parity.rows, "vocab": p.parity.vocab})
+    ref = {"sha256": p.parity.reference_sha256, "document_sha256": p.parity.document_sha256,
+           "depths": list(p.parity.depths), "rows": p.parity.rows, "vocab": p.parity.vocab}
+    if meta:
+        ref["captured"] = {k: v for k, v in meta.items() if k != "same_as_main"}
+        ref["same_as_main"] = bool(meta.get("same_as_main"))
+    return ParityRecord(reference=ref)

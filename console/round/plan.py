@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any
 from ..core import stats
 from ..errors import UsageError
 from ..profile import Profile, Source
+from ..runtime.base import MODEL_ROOT
+from ..sources import sha256_path as sha256_file
 
 DOC_NAME = "document.tok"
 
@@ -44,6 +45,7 @@ class Item:
     depth: int
     tokens: int
     context: str
+    metric: str = ""                # "" = the profile's bench.metric
 
     @property
     def label(self) -> str:
@@ -54,19 +56,19 @@ def make_schedule(p: Profile, reps: int) -> list[Item]:
     """Warm-ups, the short differential runs, the timed reps and guard reps, interleaved."""
     items: list[Item] = []
 
-    def add(phase: str, order: list[str], depth: int, tokens: int, context: str) -> None:
+    def add(phase: str, order: list[str], depth: int, tokens: int, context: str, metric: str = "") -> None:
         counts: dict[str, int] = {}
         for b in order:
             i = counts.get(b, 0)
             counts[b] = i + 1
-            items.append(Item(b, phase, i, len(items), depth, tokens, context))
+            items.append(Item(b, phase, i, len(items), depth, tokens, context, metric or p.bench.metric))
 
     ctx = "seek" if p.bench.shortcut == "seek" else "doc"
     add("warmup", ["main", "candidate"] * p.bench.warmup, p.bench.depth, p.bench.short_tokens, ctx)
     add("short", stats.interleaved_order(2), p.bench.depth, p.bench.short_tokens, ctx)
     add("timed", stats.interleaved_order(reps), p.bench.depth, p.bench.tokens, ctx)
     for g in p.gate.guards:
-        add(f"guard:{g.name}", stats.interleaved_order(g.reps), g.depth, g.tokens, ctx)
+        add(f"guard:{g.name}", stats.interleaved_order(g.reps), g.depth, g.tokens, ctx, p.metric_of(g))
     return items
 
 
@@ -83,7 +85,10 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
             "lock_path": str(cfg.lock_path) if cfg.lock_path else None}
 
 
-def fill(template: tuple[str, ...], **values: str) -> list[str]:
+def fill(template: tuple[str, ...], p: Profile | None = None, **values: str) -> list[str]:
+    """A command with its placeholders filled; with ``p``, also those every command may use."""
+    if p is not None:
+        values = {"threads": str(p.run.threads), "model": MODEL_ROOT, "fill": p.bench.fill, **values}
     return [part.format(**values) for part in template]
 
 
@@ -101,11 +106,19 @@ def spec_from_plan(d: dict):
 
 def check_pins(p: Profile) -> None:
     """The document and the reference must be the pinned bytes, or nothing is comparable."""
+    if not Path(p.parity.document).is_file():
+        raise UsageError(f"{p.path}: key 'parity.document': {p.parity.document} does not exist",
+                         "Make it from parity.text with `console reference capture --profile PROFILE`."
+                         if p.parity.text else "Restore the pinned document.")
     doc = sha256_file(Path(p.parity.document))
     if doc != p.parity.document_sha256:
         raise UsageError(f"{p.path}: key 'parity.document_sha256': the document {p.parity.document} has sha256 "
                          f"{doc}, not the pinned {p.parity.document_sha256}",
                          "Restore the pinned document, or re-pin it deliberately and recapture the reference.")
+    bad = document_problem(Path(p.parity.document).read_bytes(), p.parity.vocab)
+    if bad:
+        raise UsageError(f"{p.path}: key 'parity.document': {p.parity.document}: {bad}",
+                         "Tokenise the document with the model's own tokenizer (parity.tokenize).")
     ref = Path(p.parity.reference)
     if not ref.exists():
         raise UsageError(f"{p.path}: key 'parity.reference': no reference logits at {ref}",
@@ -117,9 +130,13 @@ def check_pins(p: Profile) -> None:
                          "Restore the pinned reference, or recapture it and update the pin deliberately.")
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+
+def document_problem(data: bytes, vocab: int) -> str | None:
+    """Why a token-id document cannot be read by a model of ``vocab`` tokens, or None."""
+    for i, word in enumerate(data.split()):
+        if not word.isdigit():
+            return f"item {i} ({word[:20]!r}) is not a token id"
+        if int(word) >= vocab:
+            return f"token {int(word)} at index {i} is outside the model's vocabulary of {vocab} (parity.vocab)"
+    return None
+

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from .. import events as ev
 from .. import protocol
+from ..adapters import ADAPTERS
 from ..core import health
 from ..core.receipt import Rep
 from ..errors import InfraError
@@ -31,12 +32,13 @@ class Bench:
     tele: Any
     preflight: dict
     profile: Profile
+    models: dict[str, str] | None = None    # model file name -> host path, mounted read-only
 
 
 def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
     """What the console saw of one run: its status, its wall clock, and its result line if valid."""
-    parse = protocol.parse_bench_output(res.stdout, metric=p.bench.metric, tokens=item.tokens,
-                                        depth=item.depth, context=item.context)
+    parse = ADAPTERS[p.bench.adapter](res.stdout, metric=item.metric or p.bench.metric, tokens=item.tokens,
+                                      depth=item.depth, context=item.context)
     if res.killed_reason == "timeout":
         status = "timeout"
     elif res.killed_reason == "aborted":
@@ -62,8 +64,8 @@ def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
 def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]) -> tuple[Rep, Path, RunResult]:
     """One run of the bench, judged: ``ok`` reps the node may have moved become ``suspect``."""
     p = b.profile
-    argv = fill(p.bench.command, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
-                doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT)
+    argv = fill(p.bench.command, p, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
+                doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric)
     out_dir = b.work / "runs" / f"{item.position:04d}-{item.build}-{item.phase.replace(':', '_')}-{item.index}-{attempt}"
     settled = b.tele.settle(p.health.settle_cores, p.health.settle_max_s)
     emit(ev.RepStarted(build=item.build, index=item.index, position=item.position, phase=item.phase))
@@ -71,7 +73,7 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]
     # exits: container start and teardown are the apparatus, not a neighbour.
     res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,
                    out_dir=out_dir, run=p.run, label=item.label, gpus=b.gpus,
-                   watch=lambda **kw: b.tele.monitor(0.1, **kw))
+                   watch=lambda **kw: b.tele.monitor(0.1, **kw), models=b.models)
     summary = res.telemetry or {}
     rep = rep_record(item, attempt, res, p)
     rep.settle = settled

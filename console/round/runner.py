@@ -17,14 +17,16 @@ from typing import Iterator
 
 from .. import events as ev
 from .. import journal, lockfile, sources
+from ..adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health
-from ..core.receipt import Apparatus, Build, Pins, Receipt, Rep, RepKey
+from ..core.receipt import Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey
 from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
 from ..runtime.base import BuildResult
 from ..store import utc_now
 from . import after
 from . import parity as checks
 from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
+from .inputs import check_model, check_protected, harness_record, reference_meta, snapshot_harness, warm_read
 from .plan import DOC_NAME, Item, RoundConfig, check_pins, make_schedule, new_round_id, plan_record
 from .reps import Bench, run_until_trusted
 
@@ -42,6 +44,8 @@ class Round:
         self.exit_code: int = ExitCode.INFRA
         self._journal: journal.Journal | None = None
         self._worker: threading.Thread | None = None
+        self._ref_meta: dict = {}
+        self._harness = None            # the profile's harness as copied at the start of the round
 
     # --- public --------------------------------------------------------------
 
@@ -144,7 +148,7 @@ class Round:
         self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
         left = self._clear_leftovers(rt)
         host = host_facts(rt)
-        tele = cfg.telemetry or open_telemetry()
+        tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
         host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
                                    host=host, plan=plan_record(cfg, self.round_id, rt.kind, started_at)))
@@ -160,16 +164,30 @@ class Round:
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
         pins = self._lock_pins()
+        # Model files and the harness are checked before anything is built.
+        model = check_model(p)
+        harness = harness_record(p)
+        self._harness = snapshot_harness(p, work / "harness")
+        if harness:     # the bytes both builds get
+            harness["tree_sha256"] = sources.digest_of(sources.tree_files(Path(self._harness.path)))
+        ref_meta = reference_meta(p)
 
         receipt = Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at,
                           profile=p.record(), runtime={"kind": rt.kind, "isolation": list(rt.isolation),
                                                        "lacks": list(rt.lacks)},
-                          host=host, lock=pins)
+                          host=host, lock=pins,
+                          inputs=Inputs(model=model, harness=harness, fill=p.bench.fill)
+                          if (model or harness) else None)
 
         # Sources: snapshot, then the apparatus guard before anything is built.
-        main = sources.snapshot(cfg.main, work / "src-main")
-        cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main)
+        self._emit(ev.PhaseStarted(phase="sources"))
+        main = sources.snapshot(cfg.main, work / "src-main", exclude=p.exclude)
+        check_protected(p, main)
+        cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
+                                                                 exclude=p.exclude)
         snaps = {"main": main, "candidate": cand}
+        self._ref_meta = dict(ref_meta, same_as_main=bool(ref_meta) and
+                              ref_meta.get("source", {}).get("tree_sha256") == main.record.get("tree_sha256"))
         touched = apparatus.touched_protected(main.files, cand.files, p.protected)
         if touched:
             receipt.apparatus = Apparatus(protected=list(p.protected), touched=list(touched))
@@ -188,7 +206,8 @@ class Round:
         builds["candidate"] = builds["main"] if cfg.kind == "noise" else self._build("candidate", cand)
         receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
         bench = Bench(rt=rt, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()}, inputs=inputs,
-                      work=work, gpus=gpus, tele=tele, preflight=preflight, profile=p)
+                      work=work, gpus=gpus, tele=tele, preflight=preflight, profile=p,
+                      models={f.name: f.path for f in p.model})
 
         # Parity first: a failure here suppresses every speed figure.
         self._emit(ev.PhaseStarted(phase="parity"))
@@ -228,7 +247,8 @@ class Round:
             self._emit(ev.BuildStarted(build=name, source=snap.record))
             try:
                 built = self._runtime.build(name, snap.dir, self.p.image,
-                                            lambda line: self._emit(ev.BuildLog(build=name, line=line)))
+                                            lambda line: self._emit(ev.BuildLog(build=name, line=line)),
+                                            harness=self._harness)
             except ConsoleError as e:
                 self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
                 raise
@@ -243,14 +263,18 @@ class Round:
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:
         ref = checks.read_reference(b)
-        par = receipt.parity = checks.new_record(b)
+        par = receipt.parity = checks.new_record(b, self._ref_meta)
         record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
         for build in (["main"] if self.cfg.kind == "noise" else ["main", "candidate"]):
             self._check_abort()
             side = checks.logits_side(b, build, ref, self._check_abort)
             setattr(par, build, side)
             checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
-            par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
+            if WRITES_LOGITS[self.p.bench.adapter]:
+                par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
+        if not WRITES_LOGITS[self.p.bench.adapter]:
+            self._notice("warn", "scored-path", f"the {self.p.bench.adapter} adapter's bench writes no logits: "
+                         "what the timed runs compute is not compared with the reference")
         if self.cfg.kind == "noise":
             par.candidate = par.main
             par.scored_path["candidate"] = par.scored_path["main"]
@@ -261,6 +285,10 @@ class Round:
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
         for f in b.inputs.iterdir():
             f.read_bytes()
+        if receipt.inputs is not None and p.model:
+            receipt.inputs.warm = warm_read([f.path for f in p.model])
+            self._notice("info", "model-warm", f"read {receipt.inputs.warm['bytes'] / 1e6:.0f} MB of model files "
+                         f"in {receipt.inputs.warm['seconds']:.2f} s before the first rep")
         budget = health.RetryBudget.from_rules(p.health)
         timed_outputs: dict[str, list[tuple[Rep, Path]]] = {}
 
@@ -280,7 +308,7 @@ class Round:
             if attempt is None:
                 continue
             run_until_trusted(b, item, attempt, budget, self._emit, self._notice, record)
-        if cfg.kind != "noise":
+        if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter]:
             receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
 
     @staticmethod
@@ -316,4 +344,8 @@ def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> B
     if built is not None:
         b.image_id, b.base_image_id = built.image_id, built.base_image_id
         b.compiler, b.build_s = built.compiler, round(built.seconds, 3)
+        b.tools = built.tools or None
+        if built.engine_files is not None:
+            b.engine_files = built.engine_files
+            b.engine_sha256 = sources.digest_of(built.engine_files)
     return b

@@ -21,6 +21,8 @@ SRC_ROOT = "/src"
 ENGINE_ROOT = "/engine"
 INPUTS_ROOT = "/inputs"
 OUT_ROOT = "/out"
+MODEL_ROOT = "/model"       # model files, each mounted read-only under its profile name
+HARNESS_ROOT = "/harness"   # the profile's harness source, built after the engine
 
 
 
@@ -32,6 +34,8 @@ class BuildResult:
     compiler: str           # the asserted compiler string
     seconds: float
     root: str = ""          # local runtime: directory that stands for ENGINE_ROOT / SRC_ROOT
+    tools: dict[str, str] | None = None         # asserted build tools besides the compiler
+    engine_files: dict[str, str] | None = None  # path under ENGINE_ROOT -> sha256
 
 
 @dataclass
@@ -67,10 +71,11 @@ class Runtime(Protocol):
 
     def host_facts(self) -> dict: ...
     def cleanup_leftovers(self) -> int: ...
-    def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink) -> BuildResult: ...  # noqa: F821
+    def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink,  # noqa: F821
+              harness: "HarnessSpec | None" = None) -> BuildResult: ...  # noqa: F821
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
-            watch: Watch | None = None) -> RunResult: ...
+            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...
     def abort(self) -> None: ...
 
 

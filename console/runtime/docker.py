@@ -8,20 +8,23 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 import tarfile
 import threading
 import time
 from pathlib import Path
 
 from ..errors import BuildError, CompilerMismatch, InfraError
-from ..profile import ImageSpec, RunSpec
-from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
+from ..profile import HarnessSpec, ImageSpec, RunSpec
+from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
 _MISMATCH = re.compile(r"^bench-console: compiler mismatch: expected '(.*)', found '(.*)'")
 _COMPILER_OK = re.compile(r"^bench-console: compiler ok: (.*)")
+_TOOL_MISMATCH = re.compile(r"^bench-console: tool mismatch: ([^:]*): expected '(.*)', found '(.*)'")
+_TOOL_OK = re.compile(r"^bench-console: tool ok: ([^:]*): (.*)")
 
 NO_DAEMON_HINT = (
     "Start the Docker daemon (for example `sudo systemctl start docker`, or `dockerd &`), "
@@ -203,19 +206,22 @@ class DockerRuntime:
 
     # --- builds --------------------------------------------------------------
 
-    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink) -> BuildResult:
+    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
+              harness: HarnessSpec | None = None) -> BuildResult:
         base_id = self.base_image_id(image.base)
-        context = _build_context(src_dir)
+        context = _build_context(src_dir, image, harness)
         t0 = time.monotonic()
         tail: list[str] = []
         image_id = None
         compiler = None
+        tools: dict[str, str] = {}
         try:
             stream = self.client.api.build(
                 fileobj=context, custom_context=True, encoding="gzip", decode=True,
                 nocache=True, rm=True, forcerm=True, pull=False,
                 buildargs={"BASE": base_id, "COMPILER_EXPECTED": image.compiler,
-                           "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build},
+                           "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build,
+                           "HARNESS_BUILD": harness.build if harness else "true"},
                 labels={LABEL: "1", f"{LABEL}.build": build, f"{LABEL}.compiler": image.compiler},
                 network_mode="none",
             )
@@ -233,6 +239,12 @@ class DockerRuntime:
                     m = _COMPILER_OK.match(line)
                     if m:
                         compiler = m.group(1)
+                    m = _TOOL_MISMATCH.match(line)
+                    if m:
+                        raise CompilerMismatch(build, m.group(2), m.group(3), tool=m.group(1))
+                    m = _TOOL_OK.match(line)
+                    if m:
+                        tools[m.group(1)] = m.group(2)
                 if "error" in chunk:
                     raise BuildError(build, str(chunk["error"]).strip(),
                                      "Read the build log above; fix the engine's build command or source.",
@@ -247,8 +259,28 @@ class DockerRuntime:
         if image_id is None or compiler is None:
             raise BuildError(build, "the build finished without an image or without the compiler check",
                              "Read the build log above.", tail)
+        missing = [t.name for t in image.tools if t.name not in tools]
+        if missing:
+            raise BuildError(build, "the build did not assert " + ", ".join(missing), "Read the build log above.", tail)
+        seconds = time.monotonic() - t0
         return BuildResult(build=build, image_id=image_id, base_image_id=base_id, compiler=compiler,
-                           seconds=time.monotonic() - t0)
+                           seconds=seconds, tools=tools, engine_files=self._engine_files(image_id))
+
+    def _engine_files(self, image_id: str) -> dict[str, str]:
+        """sha256 of every file the build left under the engine root, read in a throwaway
+        container of the image (no network, nothing mounted)."""
+        script = f"cd {ENGINE_ROOT} && find . -type f -print0 | sort -z | xargs -0 -r sha256sum"
+        try:
+            out = self.client.containers.run(image_id, ["sh", "-c", script], remove=True, network_mode="none",
+                                             entrypoint=[], labels={LABEL: "1"}, stdout=True, stderr=False)
+        except Exception as e:
+            raise InfraError(f"could not list the built engine files: {_short(e)}", "Check the Docker daemon.") from None
+        files = {}
+        for line in out.decode("utf-8", "replace").splitlines():
+            digest, _, name = line.partition("  ")
+            if name:
+                files[name[2:] if name.startswith("./") else name] = digest
+        return files
 
     def base_image_id(self, ref: str) -> str:
         try:
@@ -270,7 +302,7 @@ class DockerRuntime:
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-            watch: Watch | None = None) -> RunResult:
+            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
         from docker.types import DeviceRequest, LogConfig, Mount
 
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +312,10 @@ class DockerRuntime:
             command=argv, detach=True, network_mode="none", read_only=True, user=run.user,
             mounts=[Mount(SRC_ROOT, str(src_dir), type="bind", read_only=True),
                     Mount(INPUTS_ROOT, str(inputs_dir), type="bind", read_only=True),
-                    Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False)],
+                    Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False),
+                    # weights: mounted read-only, never copied into a tree or an image
+                    *[Mount(f"{MODEL_ROOT}/{name}", path, type="bind", read_only=True)
+                      for name, path in (models or {}).items()]],
             tmpfs={"/tmp": "size=16m"}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             pids_limit=run.pids, mem_limit=run.memory, memswap_limit=run.memory,
             nano_cpus=int(run.cpus * 1e9), environment=env, working_dir=ENGINE_ROOT,
@@ -362,14 +397,30 @@ class DockerRuntime:
                          cpu_s=dog.cpu_s, telemetry=telemetry)
 
 
-def _build_context(src_dir: Path) -> io.BytesIO:
-    """A gzip tar of the Dockerfile and the engine's tree (as src/)."""
+def _build_context(src_dir: Path, image: ImageSpec, harness: HarnessSpec | None) -> io.BytesIO:
+    """A tar of the Dockerfile, the tools to assert, the engine's tree (as src/) and the
+    profile's harness (as harness/, empty without one). Level-1 gzip: a 30 MB tree costs
+    seconds, not tens of them, on a small node."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(str(DOCKERFILE), arcname="Dockerfile")
+        _add_bytes(tar, "tools.tsv", "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n"
+                                             for t in image.tools).encode())
         tar.add(str(src_dir), arcname="src", filter=_strip_owner)
+        if harness is not None:
+            tar.add(harness.path, arcname="harness", filter=_strip_owner)
+        else:
+            info = tarfile.TarInfo("harness")
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
     buf.seek(0)
     return buf
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
 
 
 def _strip_owner(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

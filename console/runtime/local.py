@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from ..errors import BuildError, CompilerMismatch, InfraError
-from ..profile import ImageSpec, RunSpec
-from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, OUT_ROOT, SRC_ROOT, BuildResult,
+from ..profile import HarnessSpec, ImageSpec, RunSpec
+from .base import (ENGINE_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Watch, Watchdog, dir_bytes, parse_size)
 
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
@@ -64,25 +64,35 @@ class LocalRuntime:
 
     # --- builds --------------------------------------------------------------
 
-    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink) -> BuildResult:
+    def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
+              harness: HarnessSpec | None = None) -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
-        try:
-            # the same PATH the build runs with, so the compiler asserted is the one that builds
-            probe = subprocess.run(list(image.compiler_probe), capture_output=True, text=True, errors="replace",
-                                   env=_BASE_ENV)
-            text = probe.stdout or probe.stderr
-        except OSError as e:
-            text = f"{image.compiler_probe[0]}: not runnable on this host ({e.strerror})"
-        found = text.splitlines()[0].strip() if text else ""
+        found = _probe(image.compiler_probe)
         if found != image.compiler:
             raise CompilerMismatch(build, image.compiler, found)
         on_log(f"bench-console: compiler ok: {found}")
+        tools = {}
+        for t in image.tools:
+            tools[t.name] = _probe(t.probe)
+            if tools[t.name] != t.expect:
+                raise CompilerMismatch(build, t.expect, tools[t.name], tool=t.name)
+            on_log(f"bench-console: tool ok: {t.name}: {tools[t.name]}")
         shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
         (root / "engine").mkdir()
-        cmd = map_paths(image.build, root, None, None)
+        self._sh(build, map_paths(image.build, root, None, None), root / "src", on_log)
+        if harness is not None:
+            shutil.copytree(harness.path, root / "harness", symlinks=True)
+            self._sh(build, map_paths(harness.build, root, None, None), root / "harness", on_log)
+        files = {str(p.relative_to(root / "engine")): hashlib.sha256(p.read_bytes()).hexdigest()
+                 for p in sorted((root / "engine").rglob("*")) if p.is_file()}
+        return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
+                           base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
+                           root=str(root), tools=tools, engine_files=files)
+
+    def _sh(self, build: str, cmd: str, cwd: Path, on_log: LogSink) -> None:
         on_log(f"$ {cmd}")
-        proc = subprocess.Popen(["sh", "-ec", cmd], cwd=root / "src", stdout=subprocess.PIPE,
+        proc = subprocess.Popen(["sh", "-ec", cmd], cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", env=_BASE_ENV,
                                 start_new_session=True)
         with self._lock:
@@ -101,18 +111,21 @@ class LocalRuntime:
         if rc != 0:
             raise BuildError(build, f"the build command exited with {rc}",
                              "Read the build log above; fix the engine's build command or source.", tail)
-        return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
-                           base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
-                           root=str(root))
 
     # --- runs ----------------------------------------------------------------
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-            watch: Watch | None = None) -> RunResult:
+            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)
-        args = [map_paths(a, root, inputs_dir, out_dir) for a in argv]
+        model_dir = None
+        if models:
+            # no mounts here: a directory of links stands for /model (read-only is not enforced)
+            model_dir = Path(tempfile.mkdtemp(prefix="model-", dir=self.workdir))
+            for name, path in models.items():
+                (model_dir / name).symlink_to(path)
+        args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
         env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
         mem = parse_size(run.memory)
 
@@ -173,9 +186,12 @@ class LocalRuntime:
                          killed_reason=killed[0] if killed else None, cpu_s=cpu, telemetry=telemetry)
 
 
-def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None) -> str:
+def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None, model: Path | None = None) -> str:
     """Rewrite the fixed in-container roots to this build's directories."""
-    table = [(ENGINE_ROOT, str(root / "engine")), (SRC_ROOT, str(root / "src"))]
+    table = [(ENGINE_ROOT, str(root / "engine")), (SRC_ROOT, str(root / "src")),
+             (HARNESS_ROOT, str(root / "harness"))]
+    if model is not None:
+        table.append((MODEL_ROOT, str(model)))
     if inputs is not None:
         table.append((INPUTS_ROOT, str(inputs)))
     if out is not None:
@@ -198,6 +214,16 @@ def _replace_root(text: str, old: str, new: str) -> str:
         boundary_after = end == len(text) or text[end] in "/ '\""
         out.append(text[i:j] + (new if boundary_before and boundary_after else old))
         i = end
+
+
+def _probe(probe: tuple[str, ...]) -> str:
+    """The first line a version probe prints, with the PATH the build runs with."""
+    try:
+        r = subprocess.run(list(probe), capture_output=True, text=True, errors="replace", env=_BASE_ENV)
+        text = r.stdout or r.stderr
+    except OSError as e:
+        text = f"{probe[0]}: not runnable on this host ({e.strerror})"
+    return text.splitlines()[0].strip() if text else ""
 
 
 def _vm_hwm(pid: int) -> int | None:

@@ -19,6 +19,8 @@ from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 
+from .rounds import codes, verdict_of
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -34,16 +36,6 @@ def run_demo(candidate: str | None, out: Path, reps: int = 3, runtime: str = "do
     rnd = Round(cfg)
     events = list(rnd.events())
     return rnd, events
-
-
-def verdict_of(events) -> dict:
-    v = [e for e in events if isinstance(e, ev.VerdictReady)]
-    assert v, [e.to_dict() for e in events if isinstance(e, ev.Notice)]
-    return v[-1].verdict
-
-
-def codes(v: dict) -> set[str]:
-    return {r["code"] for r in v["reasons"]}
 
 
 @pytest.fixture(scope="module")

@@ -178,3 +178,58 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+# --- the profile's harness, tools and model mounts -----------------------------------------
+
+def _harness(tmp_path: Path, build: str):
+    from console.profile import HarnessSpec
+    d = tmp_path / "harness"
+    d.mkdir()
+    (d / "measure.sh").write_text("#!/bin/sh\necho measured\n")
+    return HarnessSpec(path=str(d), build=build)
+
+
+def test_the_harness_is_built_after_the_engine_and_its_files_are_hashed(base_image, tmp_path):
+    from console.profile import Tool
+    profile = load_profile(FIXTURES / "hostile.toml")
+    image = replace(profile.image, tools=(Tool("make", ("make", "--version"), "GNU Make 4.3"),))
+    rt = DockerRuntime(round_label="test-harness")
+    # the engine's build cannot see the harness: it is copied in only after
+    harness = _harness(tmp_path, "test ! -e /src/measure.sh && cp measure.sh /engine/measure.sh")
+    built = rt.build("main", Path(profile.source.path), image, lambda line: None, harness=harness)
+    try:
+        assert built.tools == {"make": "GNU Make 4.3"}
+        assert "measure.sh" in built.engine_files and "engine" in built.engine_files
+        import hashlib
+        assert built.engine_files["measure.sh"] == hashlib.sha256(b"#!/bin/sh\necho measured\n").hexdigest()
+        # model files are mounted read-only: the engine can read them and cannot change them
+        weights = tmp_path / "w.bin"
+        weights.write_bytes(b"weights")
+        inputs = tmp_path / "inputs"
+        inputs.mkdir()
+        res = rt.run(built, ["sh", "-c", "cat /model/w.bin; echo; echo x > /model/w.bin || echo refused"],
+                     src_dir=Path(profile.source.path), inputs_dir=inputs, out_dir=tmp_path / "out",
+                     run=profile.run, label="model", models={"w.bin": str(weights)})
+        assert res.stdout.decode().split() == ["weights", "refused"] and weights.read_bytes() == b"weights"
+    finally:
+        rt.client.images.remove(built.image_id, force=True)
+
+
+def test_a_harness_that_fails_to_build_is_a_build_error(base_image, tmp_path, docker_client):
+    from console.errors import BuildError
+    profile = load_profile(FIXTURES / "hostile.toml")
+    rt = DockerRuntime(round_label="test-harness-fails")
+    with pytest.raises(BuildError) as e:
+        rt.build("candidate", Path(profile.source.path), profile.image, lambda line: None,
+                 harness=_harness(tmp_path, "echo 'harness: no compiler for this' >&2; exit 4"))
+    assert "harness: no compiler for this" in "\n".join(e.value.log_tail)
+    assert not docker_client.containers.list(all=True, filters={"label": LABEL})
+
+
+def test_a_tool_that_moved_is_named(base_image, tmp_path):
+    from console.profile import Tool
+    profile = load_profile(FIXTURES / "hostile.toml")
+    image = replace(profile.image, tools=(Tool("make", ("make", "--version"), "GNU Make 9.9"),))
+    with pytest.raises(CompilerMismatch, match="the make moved: expected 'GNU Make 9.9', found 'GNU Make 4.3'"):
+        DockerRuntime(round_label="test-tools").build("main", Path(profile.source.path), image, lambda line: None)

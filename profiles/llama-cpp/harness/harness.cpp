@@ -1,0 +1,258 @@
+// The llama.cpp harness: the console's bench, logits and tokenize commands over
+// llama.cpp's public C API (include/llama.h). It belongs to the profile, not to an
+// engine tree: the console builds it in each engine's image against that engine's
+// library, so every build is measured by the same code.
+//
+//   harness bench    --model M --doc D --depth N --tokens T --metric decode_tok_s|prefill_tok_s
+//                    --fill prefill|decode --threads K --out DIR
+//   harness logits   --model M --doc D --depths 8,64,... --rows R --threads K --out DIR
+//   harness tokenize --model M --text FILE --out DIR
+//   (any command) --gpu-layers N: offload N layers (builds with a GPU backend)
+//
+// Exit status: 0 success, 2 bad input (named on stderr), 3 the engine failed.
+#include "llama.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(int code, const std::string & msg) {
+    std::fprintf(stderr, "harness: %s\n", msg.c_str());
+    std::exit(code);
+}
+
+std::map<std::string, std::string> parse_args(int argc, char ** argv) {
+    std::map<std::string, std::string> a;
+    for (int i = 2; i < argc; i += 2) {
+        if (std::strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc) die(2, std::string("bad argument ") + argv[i]);
+        a[argv[i] + 2] = argv[i + 1];
+    }
+    return a;
+}
+
+std::string need(const std::map<std::string, std::string> & a, const char * k) {
+    auto it = a.find(k);
+    if (it == a.end()) die(2, std::string("missing --") + k);
+    return it->second;
+}
+
+long need_int(const std::map<std::string, std::string> & a, const char * k, long lo) {
+    std::string s = need(a, k);
+    char * end = nullptr;
+    long v = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end || v < lo) die(2, "--" + std::string(k) + " must be an integer >= " + std::to_string(lo));
+    return v;
+}
+
+int g_gpu_layers = 0;   // --gpu-layers N (GPU builds): layers offloaded
+
+void quiet_log(ggml_log_level level, const char * text, void *) {
+    // llama.cpp is chatty on load; keep warnings and errors only
+    if (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+struct Engine {
+    llama_model * model = nullptr;
+    llama_context * ctx = nullptr;
+    const llama_vocab * vocab = nullptr;
+    int n_vocab = 0;
+    int n_batch = 512;
+
+    Engine(const std::string & path, int n_ctx, int threads, bool with_ctx) {
+        llama_log_set(quiet_log, nullptr);
+        llama_backend_init();
+        llama_model_params mp = llama_model_default_params();
+        mp.n_gpu_layers = g_gpu_layers;
+        model = llama_model_load_from_file(path.c_str(), mp);
+        if (!model) die(3, "cannot load the model " + path);
+        vocab = llama_model_get_vocab(model);
+        n_vocab = llama_vocab_n_tokens(vocab);
+        if (!with_ctx) return;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = n_ctx;
+        cp.n_batch = n_batch;
+        cp.n_ubatch = n_batch;
+        cp.n_threads = threads;
+        cp.n_threads_batch = threads;
+        cp.no_perf = true;
+        ctx = llama_init_from_model(model, cp);
+        if (!ctx) die(3, "cannot create a context of " + std::to_string(n_ctx) + " positions");
+    }
+    ~Engine() {
+        if (ctx) llama_free(ctx);
+        if (model) llama_model_free(model);
+        llama_backend_free();
+    }
+
+    // Decode tokens[from, to) at their positions in chunks of n_batch; logits are kept for
+    // the positions in `want` (absolute) and copied out in order of position.
+    void run(const std::vector<llama_token> & doc, int from, int to, const std::vector<int> & want,
+             std::vector<float> * out) {
+        llama_batch batch = llama_batch_init(n_batch, 0, 1);
+        size_t w = 0;
+        for (int start = from; start < to; start += n_batch) {
+            int n = std::min(n_batch, to - start);
+            batch.n_tokens = n;
+            std::vector<int> rows;
+            for (int i = 0; i < n; i++) {
+                int pos = start + i;
+                batch.token[i] = doc[pos];
+                batch.pos[i] = pos;
+                batch.n_seq_id[i] = 1;
+                batch.seq_id[i][0] = 0;
+                bool keep = w < want.size() && want[w] == pos;
+                batch.logits[i] = keep;
+                if (keep) { rows.push_back(i); w++; }
+            }
+            if (llama_decode(ctx, batch) != 0) die(3, "llama_decode failed at position " + std::to_string(start));
+            for (int i : rows) {
+                const float * l = llama_get_logits_ith(ctx, i);
+                if (!l) die(3, "no logits at batch row " + std::to_string(i));
+                if (out) out->insert(out->end(), l, l + n_vocab);
+            }
+        }
+        llama_batch_free(batch);
+        if (w != want.size()) die(3, "internal: not every requested position was decoded");
+    }
+};
+
+std::vector<llama_token> read_doc(const std::string & path, int n_vocab) {
+    std::ifstream f(path);
+    if (!f) die(2, "cannot read the document " + path);
+    std::vector<llama_token> doc;
+    long long v;
+    while (f >> v) {
+        if (v < 0 || v >= n_vocab)
+            die(2, "document token " + std::to_string(v) + " at index " + std::to_string(doc.size()) +
+                   " is outside the model's vocabulary of " + std::to_string(n_vocab));
+        doc.push_back((llama_token) v);
+    }
+    if (!f.eof()) die(2, "the document " + path + " holds something other than token ids");
+    return doc;
+}
+
+void write_npy(const std::string & path, const std::vector<float> & data, const std::vector<size_t> & shape) {
+    std::string dims;
+    for (size_t i = 0; i < shape.size(); i++) dims += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+    size_t total = 10 + header.size() + 1;
+    header.append((64 - total % 64) % 64, ' ');
+    header += '\n';
+    std::ofstream f(path, std::ios::binary);
+    if (!f) die(3, "cannot write " + path);
+    const char magic[] = "\x93NUMPY\x01\x00";
+    f.write(magic, 8);
+    uint16_t hl = (uint16_t) header.size();
+    f.write((const char *) &hl, 2);
+    f.write(header.data(), header.size());
+    f.write((const char *) data.data(), data.size() * sizeof(float));
+    if (!f) die(3, "short write to " + path);
+}
+
+int cmd_bench(const std::map<std::string, std::string> & a) {
+    int depth = need_int(a, "depth", 0), tokens = need_int(a, "tokens", 1), threads = need_int(a, "threads", 1);
+    std::string metric = need(a, "metric"), fill = need(a, "fill"), out = need(a, "out");
+    if (metric != "decode_tok_s" && metric != "prefill_tok_s") die(2, "--metric must be decode_tok_s or prefill_tok_s");
+    if (fill != "prefill" && fill != "decode") die(2, "--fill must be prefill or decode");
+    Engine e(need(a, "model"), depth + tokens, threads, true);
+    std::vector<llama_token> doc = read_doc(need(a, "doc"), e.n_vocab);
+    if ((int) doc.size() < depth + tokens)
+        die(2, "the document has " + std::to_string(doc.size()) + " tokens; depth + tokens needs " + std::to_string(depth + tokens));
+
+    // The context before the timed section: untimed, by the path --fill names.
+    if (fill == "prefill") {
+        if (depth > 0) e.run(doc, 0, depth, {}, nullptr);
+    } else {
+        for (int p = 0; p < depth; p++) e.run(doc, p, p + 1, {}, nullptr);
+    }
+    std::vector<float> last;
+    auto t0 = std::chrono::steady_clock::now();
+    if (metric == "prefill_tok_s") {
+        e.run(doc, depth, depth + tokens, {depth + tokens - 1}, &last);
+    } else {
+        for (int p = depth; p < depth + tokens; p++) {
+            last.clear();
+            e.run(doc, p, p + 1, {p}, &last);   // teacher-forced: the document's next token
+        }
+    }
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_npy(out + "/bench_logits.npy", last, {(size_t) e.n_vocab});
+    std::printf("BENCH_RESULT {\"metric\": \"%s\", \"value\": %.6f, \"tokens\": %d, \"elapsed_s\": %.6f, "
+                "\"depth\": %d, \"context\": \"doc\", \"shortcut\": \"none\"}\n",
+                metric.c_str(), tokens / elapsed, tokens, elapsed, depth);
+    return 0;
+}
+
+std::vector<int> parse_depths(const std::string & s) {
+    std::vector<int> d;
+    std::stringstream ss(s);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+        char * end = nullptr;
+        long v = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || *end || v < 1 || (!d.empty() && v <= d.back())) die(2, "--depths must be increasing positive integers");
+        d.push_back((int) v);
+    }
+    if (d.empty()) die(2, "--depths is empty");
+    return d;
+}
+
+int cmd_logits(const std::map<std::string, std::string> & a) {
+    std::vector<int> depths = parse_depths(need(a, "depths"));
+    int rows = need_int(a, "rows", 1), threads = need_int(a, "threads", 1);
+    if (rows > depths.front()) die(2, "--rows must not exceed the smallest depth");
+    int last = depths.back();
+    Engine e(need(a, "model"), last, threads, true);
+    std::vector<llama_token> doc = read_doc(need(a, "doc"), e.n_vocab);
+    if ((int) doc.size() < last) die(2, "the document has " + std::to_string(doc.size()) + " tokens; depth " +
+                                        std::to_string(last) + " needs that many");
+    // Row r of depth d: the prediction after a prefix of d - rows + 1 + r tokens, i.e. the
+    // logits at position d - rows + r. One causal pass serves every depth.
+    std::vector<int> want;
+    for (int d : depths)
+        for (int r = 0; r < rows; r++) want.push_back(d - rows + r);
+    std::vector<float> out;
+    out.reserve(want.size() * (size_t) e.n_vocab);
+    e.run(doc, 0, last, want, &out);
+    write_npy(need(a, "out") + "/logits.npy", out, {depths.size(), (size_t) rows, (size_t) e.n_vocab});
+    return 0;
+}
+
+int cmd_tokenize(const std::map<std::string, std::string> & a) {
+    Engine e(need(a, "model"), 0, 1, false);
+    std::ifstream f(need(a, "text"), std::ios::binary);
+    if (!f) die(2, "cannot read the text " + need(a, "text"));
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<llama_token> ids(text.size() + 16);
+    int n = llama_tokenize(e.vocab, text.c_str(), (int32_t) text.size(), ids.data(), (int32_t) ids.size(), true, false);
+    if (n < 0) die(3, "tokenize failed");
+    ids.resize(n);
+    std::ofstream o(need(a, "out") + "/document.tok");
+    for (size_t i = 0; i < ids.size(); i++) o << ids[i] << ((i + 1) % 16 == 0 ? '\n' : ' ');
+    o << '\n';
+    std::fprintf(stderr, "harness: %d tokens, vocabulary %d\n", n, e.n_vocab);
+    return o ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc < 2) die(2, "usage: harness bench|logits|tokenize --key value ...");
+    std::string cmd = argv[1];
+    auto a = parse_args(argc, argv);
+    if (a.count("gpu-layers")) g_gpu_layers = need_int(a, "gpu-layers", 0);
+    if (cmd == "bench") return cmd_bench(a);
+    if (cmd == "logits") return cmd_logits(a);
+    if (cmd == "tokenize") return cmd_tokenize(a);
+    die(2, "unknown command " + cmd);
+}

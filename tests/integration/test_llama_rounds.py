@@ -1,0 +1,153 @@
+"""llama.cpp through real rounds: two releases built from their sdists, a real GGUF model,
+the profile's own harness, and the llama.cpp adversaries (patches over main).
+
+Everything here is real: the daemon, pip, the compiler in the pinned image, the model.
+Missing pieces fail with what to run (`make llama-setup`), never skip.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from console import events as ev
+from console import images, lockfile, reference, sources
+from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
+from console.profile import load_profile
+from console.round import Round, RoundConfig
+
+from .rounds import codes, verdict_of
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
+
+
+@pytest.fixture(scope="module")
+def llama(docker_client):
+    """The llama profile, ready: base image, model file, pinned reference (captured if absent)."""
+    profile = load_profile(LLAMA_PROFILE)
+    images.bootstrap(docker_client, profile, lambda line: None)
+    for f in profile.model:
+        if not Path(f.path).is_file():
+            pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
+    if not Path(profile.parity.reference).is_file():
+        sha = reference.capture(profile, lambda line: None)
+        assert sha == profile.parity.reference_sha256, (
+            "this node's reference capture differs from the pinned one: the build is not bit-identical here")
+    return profile
+
+
+def run_round(profile, candidate, out: Path, reps: int = 5):
+    lock = lockfile.ensure(out / "reference.lock", profile)
+    cfg = RoundConfig(profile=profile, main=profile.source, candidate=candidate, out_dir=out,
+                      reps=reps, lock_path=lock)
+    rnd = Round(cfg)
+    events = list(rnd.events())
+    return rnd, events
+
+
+def timed_reps(receipt: dict, build: str) -> list[dict]:
+    return [r for r in receipt["reps"] if r["build"] == build and r["phase"] == "timed"]
+
+
+@pytest.fixture(scope="module")
+def release_round(llama, tmp_path_factory):
+    out = tmp_path_factory.mktemp("llama-release")
+    cand = sources.parse_spec("pypi:llama-cpp-python==0.3.36", llama.source)
+    return run_round(llama, cand, out)
+
+
+def test_two_releases_go_through_a_whole_round(llama, release_round, docker_client):
+    rnd, events = release_round
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] in ("accepted", "none", "rejected"), v
+    # parity passed at every depth (the releases agree), so speed was measured
+    assert not any(c.startswith("parity") for c in codes(v)), v["reasons"]
+    assert len(timed_reps(r, "main")) >= 5 and len(timed_reps(r, "candidate")) >= 5
+    par = r["parity"]
+    assert [d["depth"] for d in par["candidate"]["depths"]] == [16, 128, 256, 512, 768, 1024]
+    assert par["main"]["depths"][-1]["kl"] == pytest.approx(0.0, abs=1e-9)   # the reference is main's own build
+    assert par["reference"]["same_as_main"] is True
+    assert "reference-is-main" in {w["code"] for w in v["warnings"]}
+    # what ran: sdists, harness, model, tools, the engine's files
+    for b in ("main", "candidate"):
+        build = r["builds"][b]
+        assert build["source"]["sdist_sha256"] and build["source"]["subtree"] == "vendor/llama.cpp"
+        assert build["tools"] == {"cmake": "cmake version 3.25.1"}
+        assert "harness" in build["engine_files"] and build["engine_sha256"]
+    assert r["builds"]["main"]["source"]["pypi"] == "llama-cpp-python==0.3.16"
+    assert r["builds"]["candidate"]["source"]["pypi"] == "llama-cpp-python==0.3.36"
+    (model,) = r["inputs"]["model"]
+    assert model["sha256"] == llama.model[0].sha256 and model["bytes"] > 200_000_000
+    assert r["inputs"]["warm"]["bytes"] == model["bytes"]
+    assert r["inputs"]["harness"]["tree_sha256"] and r["inputs"]["fill"] == "prefill"
+    # the guard measures decode, the score prefill
+    guard = [x for x in r["reps"] if x["phase"].startswith("guard:") and x["status"] == "ok"]
+    assert guard and all(x["reported"]["metric"] == "decode_tok_s" for x in guard)
+    assert all(x["reported"]["metric"] == "prefill_tok_s" for x in timed_reps(r, "main") if x["reported"])
+    # no weights in the image: it is the base plus a build of a few tens of MB
+    base = docker_client.images.get(r["builds"]["main"]["base_image_id"]).attrs["Size"]
+    for b in ("main", "candidate"):
+        size = docker_client.images.get(r["builds"][b]["image_id"]).attrs["Size"]
+        assert size - base < 150 * 2**20, (b, size, base)
+
+
+def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, tmp_path):
+    rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "drift-past-768.patch")), tmp_path)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and "parity-kl" in codes(v), v["reasons"]
+    failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
+    assert failing == {1024}, v["reasons"]          # exact up to 768, caught deep
+    assert not timed_reps(rnd.receipt, "candidate")  # before any timed rep
+
+
+def test_a_change_that_skips_work_is_rejected_before_any_timed_rep(llama, tmp_path):
+    rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "skip-layers.patch")), tmp_path)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected", v
+    failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
+    assert failing == set(llama.parity.depths), v["reasons"]
+    assert not [e for e in events if isinstance(e, ev.RepStarted) and e.phase == "timed"]
+
+
+def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path):
+    profile = load_profile(LLAMA_BENCH_PROFILE)
+    rnd, events = run_round(profile, ("patch", str(LLAMA_CANDIDATES / "bench-inflate.patch")), tmp_path)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and codes(v) == {"apparatus-touched"}
+    assert "tools/llama-bench/llama-bench.cpp" in v["reasons"][0]["message"]
+    assert not [e for e in events if isinstance(e, ev.BuildStarted)]
+
+
+def console_with(profile_text: str, out: Path) -> subprocess.CompletedProcess:
+    """`console run` on a variant of the llama profile (written beside it: relative paths hold)."""
+    bad = LLAMA_PROFILE.parent / f".variant-{out.name}.toml"
+    bad.write_text(profile_text)
+    try:
+        return subprocess.run([str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "console"), "run",
+                               "--profile", str(bad), "--headless", "--out", str(out)],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        bad.unlink()
+
+
+@pytest.mark.parametrize("content, key, what", [
+    (b"not the weights", "model.files[0].sha256", "not the pinned"),
+    (None, "model.files[0].path", "is not at"),
+])
+def test_wrong_or_missing_weights_name_the_key_and_build_nothing(llama, tmp_path, docker_client, content, key, what):
+    fake = tmp_path / "weights.gguf"
+    if content is not None:
+        fake.write_bytes(content)
+    text = LLAMA_PROFILE.read_text().replace(f'path = "{_model_path_text()}"', f'path = "{fake}"')
+    assert str(fake) in text
+    r = console_with(text, tmp_path / "out")
+    said = r.stdout + r.stderr
+    assert r.returncode == 2, said
+    assert key in said and what in said, said
+    assert not docker_client.containers.list(all=True, filters={"label": "bench-console"})
+
+
+def _model_path_text() -> str:
+    import tomllib
+    return tomllib.loads(LLAMA_PROFILE.read_text())["model"]["files"][0]["path"]
