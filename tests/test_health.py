@@ -229,6 +229,7 @@ def test_engine_cpu_is_moved_out_of_other_processes():
     out = attribute_engine_cpu(s, engine_cpu_s=1.8, engine_cpus=1.0)
     assert out["host"]["cpu"]["engine_cores"] == 0.9
     assert out["host"]["cpu"]["other_cores"] == 0.2 and out["host"]["engine_cpus"] == 1.0
-    unknown = attribute_engine_cpu({"duration_s": 2.0, "host": {"cpu": {"other_cores": 1.1}}}, None, 1.0)
-    assert unknown["host"]["cpu"]["other_cores"] == 1.1          # no measurement, no adjustment
+    # no reading (a run shorter than one poll): the engine is assumed to have used its whole limit
+    unknown = attribute_engine_cpu({"duration_s": 0.2, "host": {"cpu": {"other_cores": 1.1}}}, None, 1.0)
+    assert unknown["host"]["cpu"]["other_cores"] == 0.1 and unknown["host"]["cpu"]["engine_cores_assumed"]
     assert attribute_engine_cpu({}, 1.0, 1.0) == {}

@@ -295,8 +295,15 @@ def attribute_engine_cpu(summary: dict[str, Any], engine_cpu_s: float | None, en
     host["engine_cpus"] = engine_cpus
     cpu = host.get("cpu") or {}
     dur = summary.get("duration_s") or 0
-    if engine_cpu_s is not None and dur > 0 and isinstance(cpu.get("other_cores"), (int, float)):
-        engine_cores = engine_cpu_s / dur
+    if dur > 0 and isinstance(cpu.get("other_cores"), (int, float)):
+        if engine_cpu_s is None:
+            # No reading of the engine's cgroup: a run shorter than one poll is gone before
+            # the first one. Its CPU is then assumed at its limit, so the engine itself cannot
+            # make the node look busy; a neighbour must exceed the limit by that much more.
+            engine_cores = float(engine_cpus)
+            cpu["engine_cores_assumed"] = True
+        else:
+            engine_cores = engine_cpu_s / dur
         cpu["engine_cores"] = round(engine_cores, 3)
         cpu["other_cores"] = round(max(0.0, cpu["other_cores"] - engine_cores), 3)
     return summary

@@ -58,13 +58,23 @@ def harness_record(p: Profile) -> dict[str, Any] | None:
     return {"path": str(root), "tree_sha256": sources.digest_of(sources.tree_files(root)), "build": p.harness.build}
 
 
-def snapshot_harness(p: Profile, dest: Path) -> HarnessSpec | None:
+def snapshot_harness(p: Profile, dest: Path) -> tuple[HarnessSpec | None, dict[str, Any] | None]:
     """The harness copied once at the start of a round, so that both builds get the same bytes
-    (an edit during the round cannot reach one build and not the other)."""
-    if p.harness is None:
-        return None
+    (an edit during the round cannot reach one build and not the other), and its record."""
+    record = harness_record(p)
+    if p.harness is None or record is None:
+        return None, None
     shutil.copytree(p.harness.path, dest, symlinks=True)
-    return replace(p.harness, path=str(dest))
+    record["tree_sha256"] = sources.digest_of(sources.tree_files(dest))
+    return replace(p.harness, path=str(dest)), record
+
+
+def same_as_main(meta: dict[str, Any], main: sources.Snapshot) -> dict[str, Any]:
+    """The reference's record, marked when its build was main's own source (then main's KL is
+    zero by construction, and parity says 'same as main', not 'correct')."""
+    if not meta:
+        return {}
+    return dict(meta, same_as_main=meta.get("source", {}).get("tree_sha256") == main.record.get("tree_sha256"))
 
 
 def check_protected(p: Profile, main: sources.Snapshot) -> None:

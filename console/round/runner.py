@@ -26,7 +26,7 @@ from ..store import utc_now
 from . import after
 from . import parity as checks
 from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
-from .inputs import check_model, check_protected, harness_record, reference_meta, snapshot_harness, warm_read
+from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness, warm_read
 from .plan import DOC_NAME, Item, RoundConfig, check_pins, make_schedule, new_round_id, plan_record
 from .reps import Bench, run_until_trusted
 
@@ -166,10 +166,7 @@ class Round:
         pins = self._lock_pins()
         # Model files and the harness are checked before anything is built.
         model = check_model(p)
-        harness = harness_record(p)
-        self._harness = snapshot_harness(p, work / "harness")
-        if harness:     # the bytes both builds get
-            harness["tree_sha256"] = sources.digest_of(sources.tree_files(Path(self._harness.path)))
+        self._harness, harness = snapshot_harness(p, work / "harness")
         ref_meta = reference_meta(p)
 
         receipt = Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at,
@@ -186,8 +183,7 @@ class Round:
         cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
                                                                  exclude=p.exclude)
         snaps = {"main": main, "candidate": cand}
-        self._ref_meta = dict(ref_meta, same_as_main=bool(ref_meta) and
-                              ref_meta.get("source", {}).get("tree_sha256") == main.record.get("tree_sha256"))
+        self._ref_meta = same_as_main(ref_meta, main)
         touched = apparatus.touched_protected(main.files, cand.files, p.protected)
         if touched:
             receipt.apparatus = Apparatus(protected=list(p.protected), touched=list(touched))
@@ -272,7 +268,7 @@ class Round:
             checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
             if WRITES_LOGITS[self.p.bench.adapter]:
                 par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
-        if not WRITES_LOGITS[self.p.bench.adapter]:
+        if not WRITES_LOGITS[self.p.bench.adapter]:     # said once; the gate says "unchecked"
             self._notice("warn", "scored-path", f"the {self.p.bench.adapter} adapter's bench writes no logits: "
                          "what the timed runs compute is not compared with the reference")
         if self.cfg.kind == "noise":
