@@ -77,8 +77,7 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
     document from its text if the profile gives one, and capture the logits through the harness."""
     from . import sources
     from .round.inputs import check_model
-    from .round.plan import fill
-    from .runtime.base import INPUTS_ROOT, OUT_ROOT
+    from .round.plan import DOC_NAME, logits_argv
     from .runtime.docker import DockerRuntime
 
     p = profile.parity
@@ -101,13 +100,12 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
             doc = Path(p.document)
             if not doc.exists():
                 raise InfraError(f"no document at {doc}", "Give parity.text and parity.tokenize, or the document.")
-            (inputs / "document.tok").write_bytes(doc.read_bytes())
+            (inputs / DOC_NAME).write_bytes(doc.read_bytes())
             from .round.plan import document_problem
             bad = document_problem(doc.read_bytes(), p.vocab)
             if bad:
                 raise InfraError(f"{doc}: {bad}", "Tokenise the document with the model's own tokenizer.")
-            argv = fill(profile.reference.command, profile, doc=f"{INPUTS_ROOT}/document.tok", out=OUT_ROOT,
-                        depths=",".join(str(d) for d in p.depths), rows=str(p.rows))
+            argv = logits_argv(profile.reference.command, profile)
             log("$ " + " ".join(argv))
             res = rt.run(built, argv, src_dir=snap.dir, inputs_dir=inputs, out_dir=work / "out",
                          run=profile.run, label="reference/logits", models=models)

@@ -141,17 +141,18 @@ def fetch_sdist(requirement: str) -> Path:
     dest = cache_dir() / "sdists"
     dest.mkdir(parents=True, exist_ok=True)
     norm = name.replace("-", "_").lower()
-    found = [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
-             and p.name.endswith((".tar.gz", ".zip"))]
-    if found:
-        return found[0]
+
+    def cached() -> list[Path]:
+        return [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
+                and p.name.endswith((".tar.gz", ".zip"))]
+    if cached():
+        return cached()[0]
     import sys
     # --no-binary for this package only: its build dependencies may come as wheels
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
            "--dest", str(dest), requirement]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    found = [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
-             and p.name.endswith((".tar.gz", ".zip"))]
+    found = cached()
     if r.returncode != 0 or not found:
         why = (r.stderr.strip().splitlines() or ["no sdist was downloaded"])[-1][:300]
         raise UsageError(f"cannot download the sdist of {requirement} with pip: {why}",

@@ -15,8 +15,7 @@ from .. import protocol
 from ..core import gate, parity
 from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
-from ..runtime.base import INPUTS_ROOT, OUT_ROOT
-from .plan import DOC_NAME, Item, fill, sha256_file
+from .plan import Item, logits_argv, sha256_file
 from .reps import Bench, run_rep
 
 LOGITS_MAX_BYTES = 1 << 30
@@ -36,8 +35,7 @@ def read_reference(b: Bench) -> np.ndarray:
 def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[], None]) -> ParitySide:
     """Run one build's logits command over the document and grade it against the reference."""
     p = b.profile
-    argv = fill(p.parity.command, p, doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT,
-                depths=",".join(str(d) for d in p.parity.depths), rows=str(p.parity.rows))
+    argv = logits_argv(p.parity.command, p)
     out_dir = b.work / "runs" / f"parity-{build}"
     res = b.rt.run(b.builds[build], argv, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
                    out_dir=out_dir, run=p.run, label=f"{build}/logits", gpus=b.gpus, models=b.models)

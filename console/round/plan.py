@@ -10,7 +10,7 @@ from typing import Any
 from ..core import stats
 from ..errors import UsageError
 from ..profile import Profile, Source
-from ..runtime.base import MODEL_ROOT
+from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
 from ..sources import sha256_path as sha256_file
 
 DOC_NAME = "document.tok"
@@ -90,6 +90,12 @@ def fill(template: tuple[str, ...], p: Profile | None = None, **values: str) -> 
     if p is not None:
         values = {"threads": str(p.run.threads), "model": MODEL_ROOT, "fill": p.bench.fill, **values}
     return [part.format(**values) for part in template]
+
+
+def logits_argv(template: tuple[str, ...], p: Profile) -> list[str]:
+    """A logits command (a build's, or the reference's) over the round's document."""
+    return fill(template, p, doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT,
+                depths=",".join(str(d) for d in p.parity.depths), rows=str(p.parity.rows))
 
 
 def spec_text(spec: Any) -> Any:

@@ -261,19 +261,21 @@ class Round:
         ref = checks.read_reference(b)
         par = receipt.parity = checks.new_record(b, self._ref_meta)
         record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
+        logits_out = WRITES_LOGITS[self.p.bench.adapter]   # the bench's own output can be checked
         for build in (["main"] if self.cfg.kind == "noise" else ["main", "candidate"]):
             self._check_abort()
             side = checks.logits_side(b, build, ref, self._check_abort)
             setattr(par, build, side)
             checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
-            if WRITES_LOGITS[self.p.bench.adapter]:
+            if logits_out:
                 par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
-        if not WRITES_LOGITS[self.p.bench.adapter]:     # said once; the gate says "unchecked"
+        if not logits_out:     # said once; the gate says "unchecked"
             self._notice("warn", "scored-path", f"the {self.p.bench.adapter} adapter's bench writes no logits: "
                          "what the timed runs compute is not compared with the reference")
         if self.cfg.kind == "noise":
             par.candidate = par.main
-            par.scored_path["candidate"] = par.scored_path["main"]
+            if "main" in par.scored_path:      # absent when the bench writes no logits
+                par.scored_path["candidate"] = par.scored_path["main"]
 
     def _speed(self, b: Bench, receipt: Receipt) -> None:
         p, cfg = self.p, self.cfg
