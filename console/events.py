@@ -168,6 +168,29 @@ class TelemetrySample(Event):
     index: int | None = None
 
 
+@dataclass
+class PlanReady(Event):
+    """Before the timed reps: what this node can decide within the budget (``sequential.Preview``)."""
+    kind: ClassVar[str] = "plan_ready"
+    preview: dict[str, Any]
+    sentence: str
+    prior_rounds: int = 0       # earlier rounds of the same candidate pooled with this one
+    prior_pairs: int = 0
+
+
+@dataclass
+class DecisionStep(Event):
+    """After a pair of timed reps: the decision so far (``sequential.Decision``)."""
+    kind: ClassVar[str] = "decision_step"
+    pairs: int
+    prior_pairs: int
+    state: str              # "open" | "accepted" | "none" | "slower" | "conflict"
+    gain: float | None
+    interval: list[float | None]    # the gain's sequence at the false-accept level
+    tier: str | None = None
+    span: list[str] | None = None
+
+
 # --- outcome ---------------------------------------------------------------
 
 @dataclass

@@ -130,19 +130,23 @@ def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> di
                              "A reference moved: recapture it deliberately and update both, or restore the pinned one.")
     guards = L.guard_slots(profile)
     noise = (m.get("noise") or {}).get(profile.node) or {}
-    spread = noise.get("spread")
+    spread, sd, df = noise.get("spread"), noise.get("sd"), noise.get("df")
     return {"frontier": L.value_of(m, L.frontier_slot(profile)), "frontier_slot": L.frontier_slot(profile),
             "guards": {g: L.value_of(m, slot) for g, slot in guards.items()},
             "guard_slots": guards, "noise_spread": float(spread) if spread not in (None, "") else None,
+            "noise_sd": float(sd) if sd not in (None, "", 0) else None, "noise_df": int(df) if df else None,
             "lock_path": str(path)}
 
 
-def update(path: Path, receipt_id: str, sealed: dict, verdict: dict, profile: Profile):
-    """Apply a sealed receipt's raise-only changes; return (changes that moved, stale findings)."""
+def update(path: Path, receipt_id: str, sealed: dict, verdict: dict, profile: Profile,
+           ledger_dir: Path | None = None):
+    """Apply a sealed receipt's raise-only changes; return (changes that moved, stale findings).
+    ``ledger_dir`` holds the earlier noise rounds a node's noise pools with."""
     doc = store.read_lock(path)
     m = model(doc)
     findings = L.stale_findings(m, sealed, profile.gate.significance) if sealed.get("kind") == "round" else []
-    changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance)
+    ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None and sealed.get("kind") == "noise" else None
+    changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance, ledger=ledger)
     apply_changes(doc, changes)
     store.write_lock(path, doc)
     return [c for c in changes if c.moves], findings

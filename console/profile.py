@@ -99,8 +99,9 @@ class BenchSpec:
     depth: int
     tokens: int
     short_tokens: int
-    reps: int
+    reps: int                       # pairs of a noise round (a round's timed pairs are the gate's budget)
     warmup: int = 1
+    short_reps: int = 4             # short runs per build: the wall-clock differential's sample
     shortcut: str = "none"          # "none" | "seek"
     seek_bytes_per_position: int = 0
     fill: str = "decode"            # the context before the timed section: "decode" (token by token)
@@ -379,14 +380,15 @@ def load_profile(path: str | Path) -> Profile:
     )
 
     be = top.sub("bench", {"command", "metric", "depth", "tokens", "short_tokens", "reps", "warmup",
-                           "shortcut", "seek_bytes_per_position", "fill", "adapter"})
+                           "shortcut", "seek_bytes_per_position", "fill", "adapter", "short_reps"})
     bench = BenchSpec(
         command=be.strs("command", nonempty=True),
         metric=be.get("metric", str, what="the metric name the bench result line carries"),
         depth=be.num("depth", lo=0, integer=True),
         tokens=be.num("tokens", lo=2, integer=True),
         short_tokens=be.num("short_tokens", lo=1, integer=True),
-        reps=be.num("reps", lo=1, hi=1000, integer=True),
+        reps=be.num("reps", 8, lo=1, hi=1000, integer=True),
+        short_reps=be.num("short_reps", 4, lo=2, hi=100, integer=True),
         warmup=be.num("warmup", 1, lo=0, hi=10, integer=True),
         shortcut=be.get("shortcut", str, "none"),
         seek_bytes_per_position=be.num("seek_bytes_per_position", 0, lo=0, integer=True),
@@ -490,7 +492,24 @@ def load_profile(path: str | Path) -> Profile:
         overhead_margin=ga.num("overhead_margin", d.overhead_margin, lo=0.0),
         seek_memory_fraction=ga.num("seek_memory_fraction", d.seek_memory_fraction, lo=0.0, hi=1.0),
         guards=tuple(guards),
+        false_accept=ga.num("false_accept", d.false_accept, lo=1e-6, hi=0.2),
+        miss=ga.num("miss", d.miss, lo=1e-6, hi=0.5),
+        min_gain=ga.num("min_gain", bands.s, lo=0.0),
+        min_pairs=ga.num("min_pairs", d.min_pairs, lo=2, hi=10_000, integer=True),
+        max_pairs=ga.num("max_pairs", d.max_pairs, lo=2, hi=10_000, integer=True),
+        max_minutes=ga.num("max_minutes", d.max_minutes, lo=0.0),
+        mixture=ga.num("mixture", d.mixture, lo=1e-3, hi=1e3),
+        planning_noise=ga.num("planning_noise", d.planning_noise, lo=1e-4, hi=2.0),
+        slower=ga.get("slower", str, d.slower),
+        claim_false_refusal=ga.num("claim_false_refusal", d.claim_false_refusal, lo=1e-9, hi=0.2),
     )
+    if gate.slower not in ("reject", "record"):
+        raise ProfileError(path, "gate.slower", f"expected 'reject' or 'record', got {gate.slower!r}")
+    if gate.min_pairs > gate.max_pairs:
+        raise ProfileError(path, "gate.min_pairs", f"expected at most gate.max_pairs ({gate.max_pairs})")
+    if gate.min_gain < gate.significance:
+        raise ProfileError(path, "gate.min_gain", f"expected at least gate.significance ({gate.significance}): "
+                           "a gain the profile cares about must be one it can accept")
 
     health = _rules(top, "health", HealthRules)
     preflight = _rules(top, "preflight", PreflightRules)

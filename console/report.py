@@ -17,7 +17,9 @@ from . import events as ev
 from .core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
-HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (within noise)", "noise": "NOISE (this node's floor)",
+HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no gain worth a tier)",
+             "slower": "SLOWER (decided: slower than main)", "undecided": "UNDECIDED (budget spent)",
+             "noise": "NOISE (this node's floor)",
              "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
              "uncheckable": "UNCHECKABLE (held)", "infra": "INFRA (node fault, retry)"}
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
@@ -100,6 +102,12 @@ class LineReporter:
                     f"wall {r['wall_s']:.3f}s {mem} {status}{why}")
         if isinstance(e, ev.TelemetrySample):
             return None
+        if isinstance(e, ev.PlanReady):
+            pooled = (f"; pooled with {e.prior_rounds} earlier round(s), {e.prior_pairs} pairs" if e.prior_rounds
+                      else "")
+            return self._c(f"plan: {e.sentence}{pooled}", "blue")
+        if isinstance(e, ev.DecisionStep):
+            return "decision: " + decision_text(e)
         if isinstance(e, ev.VerdictReady):
             return self.verdict_text(e.verdict)
         if isinstance(e, ev.RoundEnded):
@@ -110,8 +118,9 @@ class LineReporter:
     def verdict_text(self, v: dict) -> str:
         outcome = v.get("outcome", "?")
         head = HEADLINES.get(outcome, f"? {outcome} (not an outcome this gate produces)").format(
-            tier=str(v.get("tier")).upper())
-        colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red"}.get(outcome, "yellow")
+            tier=tier_text(v))
+        colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red",
+                  "slower": "red"}.get(outcome, "yellow")
         lines = [self._c(f"verdict: {head}", colour)]
         s = v.get("speed") or {}
         if s.get("gain") is not None:
@@ -120,11 +129,35 @@ class LineReporter:
             basis = f", basis {s['basis']:+.2%} ({s.get('basis_kind', '')})" if s.get("basis") is not None else ""
             lines.append(f"  candidate {s.get('candidate_median', 0):.2f} vs frontier {s.get('frontier', 0):.2f} "
                          f"({s.get('frontier_source', '')}): gain {s['gain']:+.2%}, interval {iv_txt}{basis}")
+            if s.get("decision"):
+                d = s["decision"]
+                pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
+                lines.append(f"  {d['pairs']} pairs{pooled}, {s.get('method', '')}; levels "
+                             f"{1 - s.get('confidence', 0.99):.0%} false accept")
         for r in v.get("reasons", []):
             lines.append(f"  - {r.get('message', r.get('code'))}")
         for w in v.get("warnings", []):
             lines.append(self._c(f"  ! {w.get('message', w.get('code'))}", "yellow"))
         return "\n".join(lines)
+
+
+def tier_text(v: dict) -> str:
+    """``L`` or ``L (interval spans L–XL)``: the conservative tier and what it may still be."""
+    tier, span = str(v.get("tier")).upper(), v.get("tier_span")
+    if span and span[0] != span[-1]:
+        return f"{tier} (interval spans {span[0].upper()}–{span[-1].upper()})"
+    return tier
+
+
+def decision_text(e: "ev.DecisionStep") -> str:
+    """One line per look: pairs, the gain and its sequence, the state."""
+    iv = e.interval or [None, None]
+    shown = "[" + ", ".join("…" if x is None else f"{x:+.1%}" for x in iv) + "]"
+    gain = "n/a" if e.gain is None else f"{e.gain:+.1%}"
+    pooled = f"+{e.prior_pairs}" if e.prior_pairs else ""
+    state = e.state if e.state != "accepted" else f"accepted {e.tier}" + (
+        f" (spans {e.span[0]}–{e.span[-1]})" if e.span else "")
+    return f"{e.pairs}{pooled} pairs, gain {gain} {shown}: {state}"
 
 
 class JsonLinesReporter:
@@ -169,7 +202,8 @@ def junit_xml(receipt: dict, verdict: dict) -> str:
 
 def markdown_summary(receipt: dict, verdict: dict) -> str:
     lines = [f"# Round {receipt.get('round_id')} — {receipt.get('profile', {}).get('name')}", "",
-             f"**Verdict: {verdict.get('outcome')}" + (f", tier {verdict['tier']}" if verdict.get("tier") else "") + "**", ""]
+             f"**Verdict: {verdict.get('outcome')}" + (f", tier {tier_text(verdict).lower()}" if verdict.get("tier")
+                                                       else "") + "**", ""]
     for r in verdict.get("reasons", []):
         lines.append(f"- {r.get('message')}")
     for w in verdict.get("warnings", []):

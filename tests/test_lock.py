@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from console import lockfile as F, store
 from console.core import ledger as L
 from console.core import lock as K
-from console.core.receipt import SCHEMA
+from console.core.receipt import SCHEMA, SCHEMA_1
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
 GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
@@ -23,9 +23,11 @@ def reps(build, phase, values, depth, status="ok", tokens=192):
 
 
 def round_receipt(main=(200.0, 201.0, 202.0), guard=(300.0, 301.0, 302.0), cand=(210.0, 211.0, 212.0),
-                  node="cpu-2core", profile="demo", status="complete", n=0, depth=4096):
+                  node="cpu-2core", profile="demo", status="complete", n=0, depth=4096, schema=SCHEMA_1):
+    # Schema 1 by default: the median rule these tests pin down still verifies old locks;
+    # the schema-2 rule (a lower confidence bound) has its own tests below.
     return {
-        "schema": SCHEMA, "kind": "round", "round_id": f"R{n}", "status": status, "ended_at": f"2026-12-0{n % 9 + 1}T00:00:00Z",
+        "schema": schema, "kind": "round", "round_id": f"R{n}", "status": status, "ended_at": f"2026-12-0{n % 9 + 1}T00:00:00Z",
         "profile": {"name": profile, "node": node,
                     "bench": {"metric": "decode_tok_s", "depth": 4096},
                     "parity": {"document_sha256": "d"},
@@ -39,7 +41,7 @@ def round_receipt(main=(200.0, 201.0, 202.0), guard=(300.0, 301.0, 302.0), cand=
 
 
 def noise_receipt(spread=0.012, node="cpu-2core"):
-    return {"schema": SCHEMA, "kind": "noise", "round_id": "N", "status": "complete", "ended_at": "2026-12-01T00:00:00Z",
+    return {"schema": SCHEMA_1, "kind": "noise", "round_id": "N", "status": "complete", "ended_at": "2026-12-01T00:00:00Z",
             "profile": {"name": "demo", "node": node, "bench": {"metric": "decode_tok_s", "depth": 4096},
                         "rules": {"guards": []}},
             "reps": [], "noise": {"spread": spread}}
@@ -434,3 +436,73 @@ def test_a_round_refuses_a_hand_filled_pin_before_building(tmp_path):
     assert not any(isinstance(e, ev.BuildStarted) for e in events)
     [end] = [e for e in events if isinstance(e, ev.RoundEnded)]
     assert "ctx128" in end.message and "unsourced" in end.message
+
+
+# --- schema 2: a pin rises only on what main's measurement supports; noise pools ------------
+
+def round_v2(main, n=0, node="cpu-2core"):
+    r = round_receipt(main=main, cand=main, guard=(300.0, 301.0, 302.0), n=n, node=node, schema=SCHEMA)
+    r["reps"] += reps("main", "short", [v * 1.0 for v in main[:4]], 4096, tokens=48) \
+        + reps("candidate", "short", [v * 1.0 for v in main[:4]], 4096, tokens=48)
+    return r
+
+
+def noise_v2(ratios, node="cpu-2core", n=0):
+    """A noise round whose k-th candidate rep is the k-th main rep times ratios[k]."""
+    main = [200.0 + i for i in range(len(ratios))]
+    cand = [m * q for m, q in zip(main, ratios)]
+    r = round_receipt(main=main, cand=cand, node=node, n=n, schema=SCHEMA)
+    r.update(kind="noise", round_id=f"N{n}")
+    r["reps"] = [x for x in r["reps"] if x["phase"] == "timed"] \
+        + reps("main", "short", main[:3], 4096, tokens=48) + reps("candidate", "short", cand[:3], 4096, tokens=48)
+    return r
+
+
+def test_a_schema_2_pin_is_main_s_lower_confidence_bound_not_its_median():
+    rid, r = sealed(round_v2((200.0, 180.0, 220.0, 205.0, 195.0)))
+    m = K.measure(r, K.slots_of(r["profile"])[FRONT])
+    assert m.bound and m.value < 200.0 and m.value == K.pin(K.lower_bound([200.0, 180.0, 220.0, 205.0, 195.0], 0.01))
+    (front,) = [c for c in K.update_from_receipt({}, rid, r, OK) if c.key == FRONT]
+    assert front.action == "set" and front.new == m.value and "lower bound" in front.reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(50.0, 500.0), min_size=3, max_size=12), st.floats(50.0, 500.0))
+def test_a_pin_never_rises_on_a_round_whose_main_measurement_does_not_support_it(values, old):
+    rid, r = sealed(round_v2(tuple(values)))
+    lock = {"baselines": {FRONT: {"kind": "frontier", "value": K.pin(old), "receipt": "x", "measured_at": ""},
+                          GUARD: {"kind": "guard", "value": K.pin(old), "receipt": "x", "measured_at": ""}}}
+    bound = {FRONT: K.pin(K.lower_bound(list(values), 0.01)), GUARD: K.pin(K.lower_bound([300.0, 301.0, 302.0], 0.01))}
+    for c in K.update_from_receipt(lock, rid, r, OK):
+        if c.moves:
+            assert c.new == bound[c.key] > K.pin(old)   # supported: its lower bound clears the old pin
+        else:
+            assert bound[c.key] <= K.pin(old)           # held: it does not
+
+
+def test_a_lucky_median_above_the_pin_does_not_raise_it():
+    # median 205 > pin 200, but five noisy reps do not support more than ~183
+    rid, r = sealed(round_v2((205.0, 170.0, 240.0, 208.0, 190.0)))
+    lock = {"baselines": {FRONT: {"kind": "frontier", "value": 200.0, "receipt": "x", "measured_at": ""}}}
+    (front,) = [c for c in K.update_from_receipt(lock, rid, r, OK) if c.key == FRONT]
+    assert front.action == "hold" and "supports" in front.reason
+
+
+def test_node_noise_pools_over_its_noise_rounds_and_a_quiet_round_does_not_replace_a_loud_one():
+    loud_id, loud = sealed(noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95]))
+    quiet_id, quiet = sealed(noise_v2([1.001, 0.999, 1.002, 0.998], n=1), loud_id)
+    ledger = {loud_id: loud, quiet_id: quiet}
+    (c1,) = K.update_from_receipt({}, loud_id, loud, NOISE_OK, ledger=ledger)
+    lock = K.apply_to_dict({}, [c1])
+    (c2,) = K.update_from_receipt(lock, quiet_id, quiet, NOISE_OK, ledger=ledger)
+    lock = K.apply_to_dict(lock, [c2])
+    entry = lock["noise"]["cpu-2core"]
+    assert entry["receipts"] == [loud_id, quiet_id] and entry["df"] == 5 + 3
+    assert c2.action == "pool" and c1.new * 0.7 < entry["sd"] < c1.new     # diluted, not replaced
+    assert K.verify_lock(lock, ledger) == []
+    bad = copy.deepcopy(lock)
+    bad["noise"]["cpu-2core"]["sd"] = 0.001
+    assert [p.code for p in K.verify_lock(bad, ledger)] == ["value-mismatch"]
+    gone = copy.deepcopy(lock)
+    gone["noise"]["cpu-2core"]["receipts"] = [loud_id, "f" * 64]
+    assert [p.code for p in K.verify_lock(gone, ledger)] == ["receipt-not-in-ledger"]

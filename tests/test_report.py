@@ -5,7 +5,7 @@ import pytest
 
 from console.core import gate
 from console.core.verdict import EXIT_CODES, stage_of
-from console.report import HEADLINES, LineReporter, junit_xml, markdown_summary
+from console.report import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
 
 from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
 
@@ -27,7 +27,9 @@ def test_each_outcome_renders_from_the_gates_verdict(outcome):
     r, v = _round(OUTCOME_RECEIPTS[outcome])
     assert v["outcome"] == outcome
     text = LineReporter(colour=False).verdict_text(v)
-    assert text.splitlines()[0] == "verdict: " + HEADLINES[outcome].format(tier=str(v["tier"]).upper())
+    assert text.splitlines()[0] == "verdict: " + HEADLINES[outcome].format(tier=tier_text(v))
+    if v.get("tier_span"):
+        assert "(interval spans" in text.splitlines()[0]
     for reason in v["reasons"]:
         assert reason["message"] in text
     suite = ET.fromstring(junit_xml(r, v))         # well-formed, one case per gate stage

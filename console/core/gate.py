@@ -31,44 +31,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from console.core import stats
-from console.core.parity import DepthFigures, DepthStatus, depth_status, worst_depth
-from console.core.receipt import (BUILDS, EXCLUDED, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
-                                  Rep, TimedPath, as_receipt, is_bench_phase)
+from console.core import claims, legacy, sequential, stats
+from console.core.parity import DepthStatus, depth_status, worst_depth
+from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
+                                  Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
+from console.core.sequential import band  # noqa: F401 - one definition, re-exported
 from console.core.verdict import BANDS, EXIT_CODES, OUTCOMES, Caveat, Reason, Speed, Verdict  # noqa: F401
+from console.core.verdict import num as _num, pct as _pct, reason, warning
 
 
-def reason(code: str, message: str, build: str | None = "candidate", depth: int | None = None,
-           figure: str | None = None, bar: float | None = None, value: float | None = None) -> Reason:
-    return Reason(code, message, build, depth, figure, bar, value)
-
-
-def warning(code: str, message: str) -> Caveat:
-    return Caveat(code, message)
-
-
-def band(basis: float, bands: Any) -> str:
-    """xs < s ≤ s-band < m ≤ m-band < l ≤ l-band < xl ≤ xl-band."""
-    if basis >= bands.xl:
-        return "xl"
-    if basis >= bands.l:
-        return "l"
-    if basis >= bands.m:
-        return "m"
-    if basis >= bands.s:
-        return "s"
-    return "xs"
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
-def _num(x: float) -> str:
-    return f"{x:.4g}"
 
 
 # --- parity ------------------------------------------------------------------------
@@ -304,37 +278,44 @@ def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
     warnings = [warning("reps-excluded", f"{n} {b} rep(s) marked suspect or aborted were left out "
                                          "of the statistics (node problems, not the build's)")
                 for b, n in sorted(excluded.items())]
-    differential = {}
+    differential = (_legacy_differential(valid, problems, rules) if r.legacy
+                    else _differential(valid, problems, rules))
+    return Counted(valid, problems, warnings, differential)
+
+
+def _differential(valid: dict, problems: dict, rules: GateRules) -> dict[str, Any]:
+    """Each build's rate against its wall clock, and the candidate's fixed cost against main's
+    (``claims``: interval bounds at the profile's false-refusal rate)."""
+    out: dict[str, Any] = {}
+    runs = {b: (valid.get((b, "timed"), []), valid.get((b, "short"), [])) for b in BUILDS}
     for build in BUILDS:
-        diff, problem = _differential(valid.get((build, "timed"), []), valid.get((build, "short"), []), rules)
-        differential[build] = diff
+        out[build], problem = claims.differential(*runs[build], rules)
         if problem:
             problems[build].append(reason("claim-differential", f"{build}: {problem}", build=build))
-    problem = _overhead_problem(differential.get("main") or {}, differential.get("candidate") or {}, rules)
+    out["overhead"], problem = claims.overhead_problem(runs["main"], runs["candidate"], rules)
     if problem and not problems["candidate"]:
         problems["candidate"].append(reason("claim-overhead", f"candidate: {problem}"))
-    return Counted(valid, problems, warnings, differential)
+    return out
+
+
+def _legacy_differential(valid: dict, problems: dict, rules: GateRules) -> dict[str, Any]:
+    """Schema 1: point estimates from medians (``legacy``)."""
+    out: dict[str, Any] = {}
+    for build in BUILDS:
+        out[build], problem = legacy.differential(valid.get((build, "timed"), []), valid.get((build, "short"), []),
+                                                  rules)
+        if problem:
+            problems[build].append(reason("claim-differential", f"{build}: {problem}", build=build))
+    problem = legacy.overhead_problem(out.get("main") or {}, out.get("candidate") or {}, rules)
+    if problem and not problems["candidate"]:
+        problems["candidate"].append(reason("claim-overhead", f"candidate: {problem}"))
+    return out
 
 
 def summarize(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> dict[str, Any]:
     """Per-build figures of the timed reps that count: the same reps the verdict decided on."""
     c = counted(receipt, rules)
     return {b: stats.summary(c.values(b)) for b in BUILDS}
-
-
-def _overhead_problem(main: dict[str, Any], cand: dict[str, Any], rules: GateRules) -> str | None:
-    """A short run padded with idle time flattens the long-minus-short slope and so props up
-    an inflated rate. What the padding cannot hide is a fixed cost per run (the wall clock at
-    zero tokens) well above main's, whose fixed work (start, load, seek) is the same."""
-    a_main, a_cand = main.get("overhead_s"), cand.get("overhead_s")
-    if a_main is None or a_cand is None:
-        return None
-    allowed = a_main + rules.overhead_margin * main["wall_s"]
-    if a_cand <= allowed:
-        return None
-    return (f"its fixed cost per run is {a_cand:.3g} s against main's {a_main:.3g} s (allowed up to "
-            f"{allowed:.3g} s, +{rules.overhead_margin:.0%} of main's run): a run that idles on short "
-            "token counts could be propping up its wall-clock differential, so its rate is not vouched for")
 
 
 def _status_problems(rep: Rep) -> list[tuple[str, str]]:
@@ -346,37 +327,6 @@ def _status_problems(rep: Rep) -> list[tuple[str, str]]:
         what = "timed out" if status == "timeout" else f"failed (exit code {rep.exit_code})"
         return [("failed-run", f"{label}: {what}")]
     return [("rep-status", f"{label}: unknown status {status!r}")]
-
-
-def _differential(timed: list[Rep], short: list[Rep], rules: GateRules) -> tuple[dict[str, Any], str | None]:
-    """The console's own rate from the long-minus-short wall clock, against the claim.
-
-    Load, warm-up and teardown cost the same in both runs, so they cancel; what is
-    left is what the extra tokens really cost.
-    """
-    if not timed:
-        return {}, None
-    if not short:
-        return {"checked": False}, "no valid short reps: the reported rate cannot be checked against the wall clock"
-    n_long = stats.median(float(r.tokens) for r in timed)
-    n_short = stats.median(float(r.tokens) for r in short)
-    w_long = stats.median(float(r.wall_s or 0.0) for r in timed)
-    w_short = stats.median(float(r.wall_s or 0.0) for r in short)
-    reported = stats.median(float(r.value or 0.0) for r in timed)
-    need = reported / (1 + rules.differential_margin)
-    out = {"checked": True, "tokens": n_long, "short_tokens": n_short, "wall_s": w_long,
-           "short_wall_s": w_short, "reported_median": reported, "required_rate": need, "rate": None}
-    if w_long <= w_short or n_long <= n_short:
-        return out, (f"rate not supported by wall clock: {n_long:g} tokens took {w_long:.4g} s, "
-                     f"no longer than {n_short:g} tokens ({w_short:.4g} s)")
-    rate = (n_long - n_short) / (w_long - w_short)
-    out["rate"] = rate
-    out["overhead_s"] = w_short - n_short / rate      # the wall clock extrapolated to zero tokens
-    if rate < need:
-        return out, (f"rate not supported by wall clock: the extra {n_long - n_short:g} tokens cost "
-                     f"{w_long - w_short:.4g} s, {_num(rate)}/s, below the reported {_num(reported)}/s "
-                     f"(allowed down to {_num(need)}/s with a {rules.differential_margin:.0%} margin)")
-    return out, None
 
 
 # --- guards -------------------------------------------------------------------------
@@ -421,87 +371,6 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
 
 # --- significance, tier, plausibility -----------------------------------------------------
 
-def _speed(c: Counted, lock: Pins, rules: GateRules, warnings: list) -> Speed:
-    main, cand = c.values("main"), c.values("candidate")
-    main_med, cand_med = stats.median(main), stats.median(cand)
-    lock_frontier = float(lock.frontier or 0.0)
-    frontier, source = (lock_frontier, "lock") if lock_frontier > main_med else (main_med, "main this round")
-    delta = cand_med - frontier
-    gain = delta / frontier
-    ratios = stats.paired_ratios(c.valid[("main", "timed")] + c.valid[("candidate", "timed")])
-    interval = stats.ratio_interval(ratios, rules.confidence)
-    basis_frontier = gain
-    basis_anchor = delta / rules.anchor if rules.anchor > 0 else None
-    if basis_anchor is not None and basis_anchor < basis_frontier:
-        basis, basis_kind = basis_anchor, "anchor"
-    else:
-        basis, basis_kind = basis_frontier, "frontier"
-    reference, reference_kind = (rules.anchor, "anchor") if rules.anchor > 0 else (frontier, "frontier")
-    _speed_warnings(main_med, lock, rules, warnings)
-    # Significance is never smaller than the noise this node has shown: a threshold below
-    # the measured spread would let noise alone earn a tier.
-    noise = lock.noise_spread
-    threshold, threshold_source = rules.significance, "profile"
-    if noise is not None and math.isfinite(noise) and noise > rules.significance:
-        threshold, threshold_source = float(noise), "measured noise"
-    return Speed(
-        main=stats.summary(main), candidate=stats.summary(cand), main_median=main_med, candidate_median=cand_med,
-        frontier=frontier, frontier_source=source, frontier_slot=lock.frontier_slot,
-        lock_frontier=lock_frontier, delta=delta, gain=gain,
-        significance=rules.significance, threshold=threshold, threshold_source=threshold_source,
-        confidence=rules.confidence, pairs=len(ratios), ratios=ratios, interval=list(interval),
-        anchor=rules.anchor, basis_frontier=basis_frontier, basis_anchor=basis_anchor,
-        basis=basis, basis_kind=basis_kind,
-        bands={"s": rules.bands.s, "m": rules.bands.m, "l": rules.bands.l, "xl": rules.bands.xl},
-        plausibility={"factor": rules.plausibility, "reference": reference, "reference_kind": reference_kind,
-                      "ceiling": rules.plausibility * reference},
-        differential=c.differential)
-
-
-def _speed_warnings(main_med: float, lock: Pins, rules: GateRules, warnings: list) -> None:
-    noise = lock.noise_spread
-    if noise is None:
-        warnings.append(warning("noise-unmeasured", "this node's noise has not been measured (run a noise "
-                                                    f"round); the {rules.significance:.1%} threshold is unverified"))
-    elif noise > rules.significance:
-        warnings.append(warning("threshold-below-noise",
-                                f"the profile's significance threshold {rules.significance:.1%} is below this "
-                                f"node's measured noise {noise:.1%}; this round requires a gain above "
-                                f"{noise:.1%} instead"))
-    pin = float(lock.frontier or 0.0)
-    if pin <= 0:
-        return
-    if pin > main_med:
-        warnings.append(warning("pin-stale", f"pin stale: the lock's frontier {_num(pin)} is "
-                                             f"{_pct(pin / main_med - 1)} above main measured this round "
-                                             f"({_num(main_med)}); the frontier stays at the pin"))
-    elif main_med > pin * (1 + rules.significance):
-        warnings.append(warning("pin-stale", f"pin stale: main measures {_num(main_med)}, "
-                                             f"{_pct(main_med / pin - 1)} above the lock's frontier {_num(pin)}"))
-    lock_anchor = float(lock.anchor or 0.0)
-    if rules.anchor > 0 and lock_anchor > 0 and not math.isclose(lock_anchor, rules.anchor, rel_tol=1e-9):
-        warnings.append(warning("anchor-mismatch", f"the rules' anchor {_num(rules.anchor)} differs from "
-                                                   f"the lock's {_num(lock_anchor)}"))
-
-
-def _significance(speed: Speed, rules: GateRules) -> Reason | None:
-    """None when significant, else the reason it is not."""
-    gain, (lo, hi) = speed.gain, speed.interval
-    threshold = speed.threshold
-    if gain <= threshold:
-        source = "" if speed.threshold_source == "profile" else " (this node's measured noise)"
-        return reason("below-significance",
-                      f"gain {_pct(gain)} over the frontier {_num(speed.frontier)} is not above the "
-                      f"significance threshold {threshold:.1%}{source}",
-                      figure="gain", bar=threshold, value=gain)
-    if not lo > 0:
-        shown = "unbounded (fewer than two pairs)" if math.isinf(lo) else f"[{_pct(lo)}, {_pct(hi)}]"
-        return reason("interval-includes-zero",
-                      f"gain {_pct(gain)} but the {rules.confidence:.0%} paired interval {shown} "
-                      "includes no change", figure="interval", bar=0.0, value=lo)
-    return None
-
-
 # --- decide ----------------------------------------------------------------------------
 
 def _node_fault(r: Receipt) -> Reason:
@@ -520,10 +389,13 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     r = as_receipt(receipt)
     if r.kind == "noise":
         return _decide_noise(r, rules)
+    said = [warning("legacy-rules", f"this receipt is {legacy.NOTE}")] if r.legacy else []
     if r.apparatus is not None and r.apparatus.touched:
         # Refused before anything was built: the candidate cannot supply its own ruler.
-        return Verdict("rejected", reasons=[_apparatus_touched(r)], suppressed="the candidate touched the apparatus")
+        return Verdict("rejected", reasons=[_apparatus_touched(r)], warnings=said,
+                       suppressed="the candidate touched the apparatus")
     parity, parity_reasons, warnings = grade_parity(r, rules)
+    warnings = said + warnings
 
     def verdict(outcome: str, reasons: list, speed: Speed | None = None, **kw: Any) -> Verdict:
         return Verdict(outcome=outcome, reasons=reasons, warnings=warnings, parity=parity, speed=speed, **kw)
@@ -562,27 +434,214 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     if guard_infra:
         return verdict("infra", guard_infra, suppressed="guard not measured", guards=guards)
 
-    speed = _speed(c, r.lock, rules, warnings)
-    speed.guards = guards
-    not_significant = _significance(speed, rules)
-    speed.significant = not_significant is None
-    tier = band(speed.basis, rules.bands) if not_significant is None else None
-    speed.band = tier
+    if r.legacy:
+        speed, not_significant, tier = legacy.decide_speed(c, r.lock, rules, warnings)
+        pin_warnings(speed.main_median, r.lock, rules, warnings)
+        speed.guards = guards
+        if (held := _implausible(speed)) is not None:
+            return verdict("implausible", [held], speed, would_be_tier=tier)
+        if not_significant is not None:
+            return verdict("none", [not_significant], speed)
+        return verdict("accepted", [], speed, tier=tier)
 
+    speed, d = _speed(r, c, rules, warnings)
+    speed.guards = guards
+    if (held := _implausible(speed)) is not None:
+        return verdict("implausible", [held], speed, would_be_tier=d.tier)
+    if d.state == "conflict":
+        return verdict("infra", [reason("rounds-disagree", "this round's pairs contradict the earlier rounds of the "
+                                        "same candidate pooled with it: no gain is consistent with all of them, so "
+                                        "the node changed between them", build=None)], speed)
+    if d.state == "accepted":
+        return verdict("accepted", [], speed, tier=d.tier, tier_span=list(d.span) if d.span else None)
+    if d.state == "slower":
+        return verdict("slower", [_slower(d, rules)], speed, slower_rejects=rules.slower == "reject")
+    if d.state == "none":
+        return verdict("none", [reason("no-gain", f"decided: the gain is below {rules.min_gain:.1%}, the smallest "
+                                       f"the profile cares about (upper end {_pct(d.basis_upper_miss)} at the "
+                                       f"{rules.miss:.0%} miss rate; estimate {_pct(d.estimate)})",
+                                       figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)], speed)
+    return verdict("undecided", [_undecided(d, speed, rules)], speed)
+
+
+def _implausible(speed: Speed) -> Reason | None:
     p = speed.plausibility
-    if speed.candidate_median > p["ceiling"]:
-        return verdict("implausible", [reason(
-            "implausible", f"candidate median {_num(speed.candidate_median)} is above "
-                           f"{p['factor']:g}x the {p['reference_kind']} {_num(p['reference'])} "
-                           f"({_num(p['ceiling'])}): held for review, not recorded",
-            figure="candidate_median", bar=p["ceiling"], value=speed.candidate_median)],
-            speed, would_be_tier=tier)
-    if not_significant is not None:
-        return verdict("none", [not_significant], speed)
-    return verdict("accepted", [], speed, tier=tier)
+    if speed.candidate_median <= p["ceiling"]:
+        return None
+    return reason("implausible", f"candidate median {_num(speed.candidate_median)} is above "
+                                 f"{p['factor']:g}x the {p['reference_kind']} {_num(p['reference'])} "
+                                 f"({_num(p['ceiling'])}): held for review, not recorded",
+                  figure="candidate_median", bar=p["ceiling"], value=speed.candidate_median)
+
+
+def _shown(iv: tuple[float, float]) -> str:
+    return "[" + ", ".join("unbounded" if not math.isfinite(x) else _pct(x) for x in iv) + "]"
+
+
+def _slower(d: sequential.Decision, rules: GateRules) -> Reason:
+    verb = "rejected" if rules.slower == "reject" else "recorded, not rejected (gate.slower = \"record\")"
+    return reason("slower", f"decided: slower than main, gain {_pct(d.estimate)}, interval {_shown(d.interval)} "
+                            f"at the {rules.false_accept:.0%} level; {verb}",
+                  figure="gain", bar=0.0, value=d.interval[1])
+
+
+def _undecided(d: sequential.Decision, speed: Speed, rules: GateRules) -> Reason:
+    pooled = f" (with {d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
+    need = (f"; at this noise a decision needs about {speed.needed_pairs} pairs in all" if speed.needed_pairs
+            else "; at this noise and gain no budget decides it")
+    return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.estimate)}, "
+                               f"interval {_shown(d.interval)} at the {rules.false_accept:.0%} level, neither above "
+                               f"{rules.significance:.1%} nor decided below {rules.min_gain:.1%}{need}",
+                  figure="interval", bar=rules.significance, value=d.basis_interval[0])
+
+
+# --- the paired estimand ----------------------------------------------------------------
+
+def pairs_of(c: Counted) -> list[tuple[Rep, Rep]]:
+    """(main, candidate) timed reps of the same pair: the k-th of each build in the round's
+    drift-cancelling order. A pair missing either rep (excluded, refused) is dropped whole."""
+    main = {rep.index: rep for rep in c.valid.get(("main", "timed"), [])}
+    cand = {rep.index: rep for rep in c.valid.get(("candidate", "timed"), [])}
+    return [(main[k], cand[k]) for k in sorted(main.keys() & cand.keys())]
+
+
+def log_ratios(c: Counted) -> list[float]:
+    """log(candidate / main) per pair: the one estimand every speed figure comes from."""
+    return [math.log(float(cr.value) / float(mr.value)) for mr, cr in pairs_of(c)]
+
+
+def design_of(rules: GateRules) -> sequential.Design:
+    return sequential.Design.of(rules)
+
+
+def basis_of(c: Counted, lock: Pins, rules: GateRules) -> sequential.Basis:
+    return sequential.Basis(stats.median(c.values("main")), float(lock.frontier or 0.0), rules.anchor)
+
+
+def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequential.Decision | None:
+    """The decision so far, for the round's stopping rule: None while nothing can be decided
+    from speed (a build's claims refused, fewer than two valid reps of either build)."""
+    r = as_receipt(receipt)
+    c = counted(r, rules)
+    if c.problems["main"] or c.problems["candidate"] or any(len(c.values(b)) < 1 for b in BUILDS):
+        return None
+    prior = [p.log_ratios for p in r.sequential.prior] if r.sequential else []
+    return sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules), basis_of(c, r.lock, rules), rules.bands)
+
+
+def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Speed, sequential.Decision]:
+    main, cand = c.values("main"), c.values("candidate")
+    lock = r.lock
+    xs = log_ratios(c)
+    seq = r.sequential or Sequential()
+    prior = [p.log_ratios for p in seq.prior]
+    basis = basis_of(c, lock, rules)
+    design = design_of(rules)
+    d = sequential.decide_pairs(prior + [xs], design, basis, rules.bands)
+    main_med, cand_med = stats.median(main), stats.median(cand)
+    node = _node_noise(lock)
+    pair_sd = stats.stdev(xs) if len(xs) >= 2 else None
+    _sequential_warnings(r, xs, node, pair_sd, rules, warnings)
+    pin_warnings(main_med, lock, rules, warnings)
+    needed = None
+    if d.state == "open" and pair_sd:
+        needed = sequential.pairs_to_decide(d.estimate, pair_sd, design)
+    reference, reference_kind = (rules.anchor, "anchor") if rules.anchor > 0 else (basis.reference, "frontier")
+    speed = Speed(
+        main=stats.summary(main), candidate=stats.summary(cand), main_median=main_med, candidate_median=cand_med,
+        frontier=basis.reference, frontier_source="lock" if basis.frontier > main_med else "main this round",
+        frontier_slot=lock.frontier_slot, lock_frontier=float(lock.frontier or 0.0),
+        delta=cand_med - basis.reference, gain=d.estimate,
+        significance=rules.significance, threshold=rules.significance, threshold_source="profile",
+        confidence=1.0 - rules.false_accept, pairs=len(xs), ratios=[math.exp(x) for x in xs],
+        interval=list(d.interval), anchor=rules.anchor,
+        basis_frontier=d.basis_interval[0], basis_anchor=None, basis=d.basis_interval[0], basis_kind=basis.kind,
+        bands={"s": rules.bands.s, "m": rules.bands.m, "l": rules.bands.l, "xl": rules.bands.xl},
+        plausibility={"factor": rules.plausibility, "reference": reference, "reference_kind": reference_kind,
+                      "ceiling": rules.plausibility * reference},
+        differential=c.differential, significant=d.state == "accepted", band=d.tier,
+        method=sequential.METHOD, decision=d.to_dict(), preview=seq.preview,
+        node_noise=node.to_dict() if node else None, pair_sd=pair_sd, needed_pairs=needed)
+    return speed, d
+
+
+def pin_warnings(main_med: float, lock: Pins, rules: GateRules, warnings: list) -> None:
+    """A pin that main this round measures well above or below, and an anchor the lock disagrees with."""
+    pin = float(lock.frontier or 0.0)
+    if pin <= 0:
+        return
+    if pin > main_med:
+        warnings.append(warning("pin-stale", f"pin stale: the lock's frontier {_num(pin)} is "
+                                             f"{_pct(pin / main_med - 1)} above main measured this round "
+                                             f"({_num(main_med)}); the frontier stays at the pin"))
+    elif main_med > pin * (1 + rules.significance):
+        warnings.append(warning("pin-stale", f"pin stale: main measures {_num(main_med)}, "
+                                             f"{_pct(main_med / pin - 1)} above the lock's frontier {_num(pin)}"))
+    lock_anchor = float(lock.anchor or 0.0)
+    if rules.anchor > 0 and lock_anchor > 0 and not math.isclose(lock_anchor, rules.anchor, rel_tol=1e-9):
+        warnings.append(warning("anchor-mismatch", f"the rules' anchor {_num(rules.anchor)} differs from "
+                                                   f"the lock's {_num(lock_anchor)}"))
+
+
+def _node_noise(lock: Pins) -> sequential.PairNoise | None:
+    if lock.noise_sd is None or not lock.noise_df:
+        return None
+    return sequential.PairNoise.of(lock.noise_sd, lock.noise_df)
+
+
+def _sequential_warnings(r: Receipt, xs: list[float], node: sequential.PairNoise | None, pair_sd: float | None,
+                         rules: GateRules, warnings: list) -> None:
+    seq = r.sequential or Sequential()
+    if seq.prior:
+        n = sum(len(p.log_ratios) for p in seq.prior)
+        warnings.append(warning("pooled", f"rerun: pooled with {len(seq.prior)} earlier round(s) of this candidate "
+                                          f"({n} pairs); one confidence sequence runs across them, so the "
+                                          f"{rules.false_accept:.0%} false-accept rate holds however often it is rerun"))
+    if node is None:
+        warnings.append(warning("noise-unmeasured", "this node's pair noise has not been measured (run "
+                                                    "`console noise`); the round was planned with the profile's "
+                                                    f"{rules.planning_noise:.1%}. The decision does not depend on it"))
+    elif (louder := sequential.noisier_than(xs, node)) is not None:
+        warnings.append(warning("noisier-than-node",
+                                f"this round's pairs are noisier than the node's record: SD {louder:.1%} against "
+                                f"{node.sd:.1%} (95% {node.lower:.1%}–{node.upper:.1%}); something on the node may "
+                                "have changed. The decision stands (it needs no noise figure), but it took more pairs"))
 
 
 # --- noise ---------------------------------------------------------------------------
+
+def _decide_noise(r: Receipt, rules: GateRules) -> Verdict:
+    """A build measured against itself: the node's pair noise, on the scale the decisions use.
+
+    Reps are validated like a round's (claims, exclusions); any claim problem or fewer
+    than three pairs is ``infra``. The report is the SD of the paired log ratios with its
+    95 % interval (``sequential.pair_noise``); the lock pools it with the node's earlier
+    noise rounds. Schema-1 receipts keep their old report (``stats.noise_report``).
+    """
+    warnings: list[Caveat] = []
+    if r.status == "infra":
+        return Verdict("infra", reasons=[_node_fault(r)])
+    c = counted(r, rules)
+    warnings.extend(c.warnings)
+    problems = c.problems["main"] + c.problems["candidate"]
+    if problems:
+        return Verdict("infra", reasons=problems, warnings=warnings)
+    if r.legacy:
+        return _decide_noise_v1(c, rules, warnings)
+    xs = log_ratios(c)
+    found = sequential.pair_noise([xs]) if len(xs) >= 3 else None
+    report: dict[str, Any] = {"pairs": len(xs), "log_ratios": xs}
+    if found is None:
+        return Verdict("infra", reasons=[reason("too-few-reps", f"{len(xs)} valid pair(s); at least 3 are needed "
+                                                                "to measure noise", build=None)],
+                       warnings=warnings, noise=report)
+    report.update(found.to_dict())
+    report["gain"] = math.expm1(stats.mean(xs))
+    design = design_of(rules)
+    report["decidable_gain"] = sequential.smallest_decidable_gain(found.sd, design)
+    report["max_pairs"] = design.max_pairs
+    return Verdict("noise", warnings=warnings, noise=report)
+
 
 def _noise_sides(c: Counted) -> tuple[list[float], list[float]]:
     """The two copies of the same build: main vs candidate, or alternate reps of main alone."""
@@ -593,20 +652,9 @@ def _noise_sides(c: Counted) -> tuple[list[float], list[float]]:
     return a, b
 
 
-def _decide_noise(r: Receipt, rules: GateRules) -> Verdict:
-    """A build measured against itself: how much gain does noise alone produce here?
-
-    Reps are validated like a round's (claims, exclusions); any claim problem or fewer
-    than two pairs is ``infra``. The report is ``stats.noise_report``.
-    """
-    warnings: list[Caveat] = []
-    if r.status == "infra":
-        return Verdict("infra", reasons=[_node_fault(r)])
-    c = counted(r, rules)
-    warnings.extend(c.warnings)
-    problems = c.problems["main"] + c.problems["candidate"]
-    if problems:
-        return Verdict("infra", reasons=problems, warnings=warnings)
+def _decide_noise_v1(c: Counted, rules: GateRules, warnings: list) -> Verdict:
+    """Schema 1: the largest single-pair deviation, and how often the old rule was fooled."""
+    warnings.insert(0, warning("legacy-rules", f"this noise receipt is {legacy.NOTE}"))
     a, b = _noise_sides(c)
     report = stats.noise_report(a, b, rules.significance, rules.confidence)
     if report["pairs"] < 2:

@@ -8,11 +8,17 @@ Rules kept here:
 - 0 means "not measured" and is always legal; any other value cites the
   sealed receipt that measured it, and re-computing from that receipt gives
   exactly that value.
-- The frontier is the best sealed measurement of main on its slot: it only
-  rises, and only from main (a candidate becomes main when merged, and is
-  measured as main in the next round).
+- A pin is main's level as a sealed round measured it. From schema-2 receipts
+  that is the lower confidence bound of main's geometric mean (one-sided, at
+  the round's ``false_accept`` level), not a median: a pin rises only when a
+  round's measurement of main *supports* the higher value, never on a lucky
+  median. (Schema-1 receipts gave their median and still verify by it.)
+- The frontier only rises, and only from main (a candidate becomes main when
+  merged, and is measured as main in the next round).
 - A guard floor is set when unmeasured, raised when main has clearly
   outgrown it, and never lowered by a program.
+- A node's noise pools every sealed noise round it cites (pair-noise SD and
+  its degrees of freedom): a quiet round does not replace a louder record.
 - Attested figures (seen, not sealed) live under ``attested`` and never move
   a value.
 """
@@ -23,10 +29,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from console.core.gate import counted
+from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
-from console.core.receipt import as_receipt
-from console.core.stats import median
+from console.core.receipt import SCHEMA_1, as_receipt
+from console.core.sequential import pair_noise
+from console.core.stats import mean, median, stdev, t_quantile
 
 FRONTIER, GUARD = "frontier", "guard"
 KINDS = (FRONTIER, GUARD)
@@ -127,9 +134,11 @@ def _profile_view(profile: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Measured:
-    value: float | None     # rounded median of main's ok reps; None when the receipt cannot give one
+    value: float | None     # the pin main's reps support (see ``measure``); None when they support none
     n: int
     reason: str = ""        # why value is None
+    bound: bool = False     # value is a lower confidence bound (schema 2), not a median (schema 1)
+    level: float = 0.0      # the bound's one-sided error rate
 
 
 def pin(x: float) -> float:
@@ -138,8 +147,9 @@ def pin(x: float) -> float:
 
 
 def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
-    """Recompute main's median for ``spec`` from the reps that count (``gate.counted``),
-    never from the summary."""
+    """Recompute what main's reps for ``spec`` support, from the reps that count
+    (``gate.counted``), never from the summary: the lower confidence bound of main's
+    geometric mean (schema 2), or its median (schema 1)."""
     r = as_receipt(receipt)
     ok = counted(r, r.rules).valid.get(("main", spec.phase), [])
     for rep in ok:
@@ -151,7 +161,18 @@ def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
             return Measured(None, len(ok), f"main's {spec.phase} reps report {metric!r}, the slot says {spec.slot.metric!r}")
     if len(ok) < MIN_REPS:
         return Measured(None, len(ok), f"{len(ok)} ok {spec.phase} rep(s) of main; at least {MIN_REPS} needed")
-    return Measured(pin(median(float(x.value) for x in ok)), len(ok))
+    values = [float(x.value) for x in ok]
+    if r.schema == SCHEMA_1:
+        return Measured(pin(median(values)), len(ok))
+    level = r.rules.false_accept
+    return Measured(pin(lower_bound(values, level)), len(ok), bound=True, level=level)
+
+
+def lower_bound(values: list[float], level: float) -> float:
+    """One-sided lower confidence bound of the geometric mean (Student t on the logs)."""
+    logs = [math.log(v) for v in values]
+    n = len(logs)
+    return math.exp(mean(logs) - t_quantile(1.0 - level, n - 1) * stdev(logs) / math.sqrt(n))
 
 
 def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:
@@ -189,6 +210,7 @@ class Change:
     measured_at: str
     kind: str = ""          # "frontier" | "guard" for baselines
     reason: str = ""
+    extra: Mapping[str, Any] | None = None  # further fields a pin records (pooled noise: df, receipts)
 
     @property
     def moves(self) -> bool:
@@ -205,19 +227,21 @@ def value_of(lock: Mapping[str, Any], slot: str) -> float:
 
 
 def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mapping[str, Any],
-                        verdict: Any, significance: float | None = None) -> list[Change]:
+                        verdict: Any, significance: float | None = None,
+                        ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     """Decide what a sealed receipt does to the lock (nothing is modified here).
 
     ``verdict`` is the gate's recomputed verdict (object with ``.outcome`` or
     its dict); an unusable round moves nothing. ``significance`` (default: the
-    receipt's rules) is how far main must outgrow a guard floor before the
-    floor follows it.
+    receipt's rules) is how far a schema-1 main must outgrow a guard floor before
+    the floor follows it. ``ledger`` (id -> sealed receipt) supplies the earlier
+    noise rounds a node's noise pools with.
     """
     if not isinstance(receipt.get("seal"), Mapping):
         raise LockError("only a sealed receipt can move a pin")
     at = _measured_at(receipt)
     if receipt.get("kind") == "noise":
-        return _noise_changes(lock, receipt_id, receipt, at, verdict)
+        return _noise_changes(lock, receipt_id, receipt, at, verdict, ledger)
     if receipt.get("kind") != "round":
         raise LockError(f"a {receipt.get('kind')!r} receipt measures no pin")
     specs = slots_of(receipt["profile"])
@@ -253,12 +277,19 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
         return Change("baselines", name, action, old, new, rid, at, kind, reason)
     if m.value is None:
         return c("hold", None, m.reason)
+    what = (f"main's lower bound {m.value:g} ({1 - m.level:.0%} confidence, {m.n} reps)" if m.bound
+            else f"main measured {m.value:g}")
     if old <= 0:
-        return c("set", m.value, f"unmeasured; main measured {m.value:g} over {m.n} reps")
+        return c("set", m.value, f"unmeasured; {what}")
     if kind == FRONTIER:
         if m.value > old:
-            return c("raise", m.value, f"main measured {m.value:g} > frontier {old:g}")
-        return c("hold", None, f"main measured {m.value:g} <= frontier {old:g}; the frontier is raise-only")
+            return c("raise", m.value, f"{what} > frontier {old:g}")
+        return c("hold", None, f"{what} <= frontier {old:g}; the frontier rises only when a round's measurement "
+                               "of main supports it; the frontier is raise-only")
+    if m.bound:
+        if m.value > old:
+            return c("raise", m.value, f"{what} > floor {old:g}")
+        return c("hold", None, f"{what} does not clear floor {old:g}; a floor is never lowered automatically")
     if m.value > old * (1 + sig):
         return c("raise", m.value, f"main measured {m.value:g}, more than {sig:.1%} over floor {old:g}")
     if m.value < old:
@@ -268,20 +299,51 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
 
 
 def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str,
-                   verdict: Any = None) -> list[Change]:
+                   verdict: Any = None, ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     node = str((receipt.get("profile") or {}).get("node", ""))
     old_t = (lock.get("noise") or {}).get(node) or {}
-    old = float(old_t.get("spread", 0)) if _finite(old_t.get("spread", 0)) else 0.0
-    spread = noise_spread_of(receipt)
-    if not node or spread is None or receipt.get("status") != "complete":
-        return [Change("noise", node, "hold", old, None, rid, at, reason="noise receipt has no usable noise.spread")]
+    legacy = receipt.get("schema") == SCHEMA_1
+    key = "spread" if legacy else "sd"
+    old = float(old_t.get(key, 0)) if _finite(old_t.get(key, 0)) else 0.0
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
+
+    def hold(why: str) -> list[Change]:
+        return [Change("noise", node, "hold", old, None, rid, at, reason=why)]
+    if not node or receipt.get("status") != "complete":
+        return hold("noise receipt is not a complete round on a named node")
     if verdict is not None and outcome != "noise":
         # a noise round the gate did not accept (claims refused, too few pairs) measures nothing
-        return [Change("noise", node, "hold", old, None, rid, at, reason=f"noise verdict is {outcome!r}")]
-    # The latest sealed noise figure is the node's noise: it may fall as well as rise.
-    return [Change("noise", node, "set" if old <= 0 else "replace", old, spread, rid, at,
-                   reason=f"sealed noise round measured spread {spread:g}")]
+        return hold(f"noise verdict is {outcome!r}")
+    if legacy:
+        spread = noise_spread_of(receipt)
+        if spread is None:
+            return hold("noise receipt has no usable noise.spread")
+        return [Change("noise", node, "set" if old <= 0 else "replace", old, spread, rid, at,
+                       reason=f"sealed noise round measured spread {spread:g}")]
+    cited = [x for x in old_t.get("receipts") or [] if isinstance(x, str)]
+    ledger = ledger or {}
+    earlier = [x for x in cited if x in ledger and x != rid]
+    pooled = pooled_noise([ledger[x] for x in earlier] + [receipt])
+    if pooled is None:
+        return hold("noise receipt has fewer than three valid pairs")
+    sd, df = pooled
+    dropped = len(cited) - len(earlier)
+    why = (f"pooled over {len(earlier) + 1} sealed noise round(s): pair SD {sd:g} on {df} degrees of freedom"
+           + (f" ({dropped} cited receipt(s) not in the ledger were dropped)" if dropped else ""))
+    return [Change("noise", node, "set" if old <= 0 else "pool", old, sd, rid, at, reason=why,
+                   extra={"df": df, "receipts": earlier + [rid]})]
+
+
+def noise_log_ratios(receipt: Mapping[str, Any]) -> list[float]:
+    """A schema-2 noise receipt's paired log ratios, from the reps that count."""
+    r = as_receipt(receipt)
+    return log_ratios(counted(r, r.rules))
+
+
+def pooled_noise(receipts: list[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """(pinned SD, degrees of freedom) of the pair noise pooled over schema-2 noise receipts."""
+    found = pair_noise([noise_log_ratios(r) for r in receipts])
+    return None if found is None else (pin(found.sd), found.df)
 
 
 def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[str, Any]:
@@ -297,6 +359,8 @@ def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[st
 
 def pin_fields(ch: Change) -> dict[str, Any]:
     if ch.table == "noise":
+        if ch.extra:        # pooled pair noise (schema 2)
+            return {"sd": ch.new, **dict(ch.extra), "measured_at": ch.measured_at}
         return {"spread": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at}
     return {"value": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, "kind": ch.kind}
 
@@ -418,6 +482,8 @@ def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str
 def _check_noise(node: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
     def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
         return [Problem(code, msg, file, None, rid, f"noise.{node}")]
+    if isinstance(t, Mapping) and "sd" in t:
+        return _check_pooled_noise(node, t, receipts, p)
     if not isinstance(t, Mapping) or not _finite(t.get("spread", 0)) or t.get("spread", 0) < 0:
         return p("bad-value", "noise entry needs a finite spread >= 0")
     spread = float(t.get("spread", 0))
@@ -435,6 +501,38 @@ def _check_noise(node: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], f
         return p("axis-mismatch", f"cited noise receipt was measured on node {got_node!r}", rid)
     if noise_spread_of(r) != spread:
         return p("value-mismatch", f"lock says {spread:g}, the cited receipt gives {noise_spread_of(r)}", rid)
+    return []
+
+
+def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]],
+                        p: Any) -> list[Problem]:
+    """Pooled pair noise: every cited noise receipt is sealed, on this node, and pooling them
+    again gives exactly the recorded SD and degrees of freedom."""
+    sd, df, cited = t.get("sd"), t.get("df"), t.get("receipts")
+    if not _finite(sd) or sd < 0 or not isinstance(df, int) or isinstance(df, bool) or df < 0:
+        return p("bad-value", "noise entry needs a finite sd >= 0 and an integer df >= 0")
+    if sd == 0:
+        return []
+    if not isinstance(cited, list) or not cited or not all(isinstance(x, str) for x in cited):
+        return p("unsourced", f"sd {sd:g} cites no noise receipts (receipts = [...])")
+    for rid in cited:
+        r = receipts.get(rid)
+        if r is None:
+            return p("receipt-not-in-ledger", f"cited noise receipt {rid[:12]} is not sealed in the ledger", rid)
+        if r.get("kind") != "noise":
+            return p("wrong-receipt", f"cited receipt is a {r.get('kind')!r} receipt, not a noise round", rid)
+        if (r.get("profile") or {}).get("node") != node:
+            return p("axis-mismatch", f"cited noise receipt was measured on node "
+                                      f"{(r.get('profile') or {}).get('node')!r}", rid)
+        if r.get("schema") == SCHEMA_1:
+            return p("wrong-receipt", "cited noise receipt is schema 1 (a spread, not pair noise)", rid)
+    try:
+        pooled = pooled_noise([receipts[x] for x in cited])
+    except Exception as e:  # an unreadable receipt is a problem to report, not a crash
+        return p("not-measured", f"the cited noise receipts cannot be read: {e}")
+    if pooled != (sd, df):
+        return p("value-mismatch", f"lock says sd {sd:g} on {df} df, its receipts pool to "
+                                   f"{pooled[0] if pooled else None} on {pooled[1] if pooled else 0} df")
     return []
 
 

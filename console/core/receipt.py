@@ -15,8 +15,9 @@ from typing import Any, Mapping
 from console.core.parity import DepthFigures
 from console.core.rules import GateRules, rules_from_dict
 
-SCHEMA = "bench-console/receipt/1"
-SCHEMAS = (SCHEMA,)                     # the receipt schemas this version reads
+SCHEMA_1 = "bench-console/receipt/1"   # fixed reps; judged by the median gain against a threshold
+SCHEMA = "bench-console/receipt/2"     # reps until decided (console.core.sequential)
+SCHEMAS = (SCHEMA_1, SCHEMA)           # the receipt schemas this version reads
 
 BUILDS = ("main", "candidate")
 KINDS = ("round", "noise")
@@ -297,7 +298,9 @@ class Pins:
     anchor: float = 0.0
     guards: dict[str, float] = field(default_factory=dict)
     guard_slots: dict[str, str] = field(default_factory=dict)   # guard name -> its lock slot
-    noise_spread: float | None = None
+    noise_spread: float | None = None   # schema 1: the largest pair deviation of the latest noise round
+    noise_sd: float | None = None       # the node's pair noise (log SD), pooled over its noise rounds
+    noise_df: int | None = None         # its degrees of freedom
     lock_path: str | None = None        # the lock the pins were read from
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,7 +313,8 @@ class Pins:
                    anchor=float(d.get("anchor") or 0.0),
                    guards={str(k): float(v or 0.0) for k, v in (d.get("guards") or {}).items()},
                    guard_slots={str(k): str(v) for k, v in (d.get("guard_slots") or {}).items()},
-                   noise_spread=_opt_float(d.get("noise_spread")), lock_path=d.get("lock_path"))
+                   noise_spread=_opt_float(d.get("noise_spread")), noise_sd=_opt_float(d.get("noise_sd")),
+                   noise_df=_opt_int(d.get("noise_df")), lock_path=d.get("lock_path"))
 
 
 @dataclass
@@ -354,6 +358,44 @@ class Apparatus:
         return cls(protected=list(d.get("protected") or []), touched=list(d.get("touched") or []))
 
 
+@dataclass
+class PriorRound:
+    """An earlier sealed round of the same candidate against the same main: its pairs pool."""
+    receipt: str                        # its ledger id
+    round_id: str
+    log_ratios: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PriorRound":
+        return cls(receipt=str(d.get("receipt") or ""), round_id=str(d.get("round_id") or ""),
+                   log_ratios=[float(x) for x in d.get("log_ratios") or []])
+
+
+@dataclass
+class Sequential:
+    """The inputs of a round's stopping rule beyond its own reps, and how the round stopped."""
+    prior: list[PriorRound] = field(default_factory=list)
+    experiment: str = ""                # what makes rounds pool: profile, node, metric, both tree hashes
+    preview: dict[str, Any] | None = None   # sequential.Preview, as planned from the node's noise
+    stopped: str = ""                   # "decided" | "budget-pairs" | "budget-minutes" | "claims" | ""
+    minutes: float | None = None        # wall minutes the timed pairs took
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prior": [p.to_dict() for p in self.prior], "experiment": self.experiment,
+                "preview": self.preview, "stopped": self.stopped, "minutes": self.minutes}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Sequential | None":
+        if d is None:
+            return None
+        return cls(prior=[PriorRound.from_dict(p) for p in d.get("prior") or []],
+                   experiment=str(d.get("experiment") or ""), preview=d.get("preview"),
+                   stopped=str(d.get("stopped") or ""), minutes=_opt_float(d.get("minutes")))
+
+
 # --- the receipt -----------------------------------------------------------------------------
 
 @dataclass
@@ -379,7 +421,13 @@ class Receipt:
     summary: dict[str, Any] | None = None   # per-build figures of the reps that count (gate.summarize)
     verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
     noise: dict[str, Any] | None = None     # noise receipts: the gate's noise report
+    sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
     seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.ledger)
+
+    @property
+    def legacy(self) -> bool:
+        """A schema-1 receipt: judged by the fixed-reps rules it was sealed under."""
+        return self.schema == SCHEMA_1
 
     @property
     def rules(self) -> GateRules:
@@ -420,7 +468,8 @@ class Receipt:
                        builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
                        lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
                        reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
-                       verdict=d.get("verdict"), noise=d.get("noise"), seal=d.get("seal"))
+                       verdict=d.get("verdict"), noise=d.get("noise"),
+                       sequential=Sequential.from_dict(d.get("sequential")), seal=d.get("seal"))
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ReceiptError):
                 raise
@@ -429,7 +478,8 @@ class Receipt:
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,
 # or belong to one kind of round only).
-_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "summary", "verdict", "noise", "seal")
+_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "summary", "verdict", "noise", "sequential",
+                  "seal")
 
 
 def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:

@@ -43,6 +43,17 @@ class GateRules:
     overhead_margin: float = 0.25       # candidate's fixed cost per run over main's, as a share of main's run
     seek_memory_fraction: float = 0.9
     guards: tuple[Guard, ...] = ()
+    # Sequential decisions (schema-2 receipts; console.core.sequential says how they are used).
+    false_accept: float = 0.01          # α: chance of accepting a candidate that is not `significance` faster
+    miss: float = 0.05                  # β: chance of calling `none` on a true gain of `min_gain`
+    min_gain: float = 0.035             # the smallest gain the profile cares about (tier s)
+    min_pairs: int = 4                  # pairs before the first look
+    max_pairs: int = 32                 # budget: pairs of timed reps
+    max_minutes: float = 0.0            # budget: minutes of timed reps (0 = pairs only)
+    mixture: float = 1.0                # c² of the t-mixture: where the sequence is tightest (8-30 pairs at 1)
+    planning_noise: float = 0.05        # pair noise (log SD) assumed for planning when the node has no record
+    slower: str = "reject"              # a candidate decided slower than main: "reject" (exit 1) or "record" (exit 0)
+    claim_false_refusal: float = 0.001  # chance that a claim check refuses an honest build
 
 
 

@@ -1,12 +1,13 @@
 """Small, exact statistics for timed reps: medians, spreads, paired ratios, intervals.
 
-Pure Python (no scipy): the Student t quantile comes from the regularized incomplete
-beta function evaluated by its continued fraction, inverted by bisection.
+The Student t distribution comes from scipy.
 """
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from scipy.stats import t as _t
 
 if TYPE_CHECKING:
     from console.core.receipt import Rep
@@ -22,6 +23,19 @@ def median(values: Iterable[float]) -> float:
         raise ValueError("median of no values")
     mid = len(v) // 2
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def mean(values: Iterable[float]) -> float:
+    v = [float(x) for x in values]
+    if not v:
+        raise ValueError("mean of no values")
+    return math.fsum(v) / len(v)
+
+
+def stdev(values: Sequence[float]) -> float:
+    """Sample standard deviation (n − 1)."""
+    m = mean(values)
+    return math.sqrt(math.fsum((float(x) - m) ** 2 for x in values) / (len(values) - 1))
 
 
 def spread(values: Sequence[float]) -> float:
@@ -70,81 +84,41 @@ def paired_ratios(reps: Iterable[Rep]) -> list[float]:
     return [float(c.value) / float(m.value) for m, c in zip(mains, cands)]
 
 
-# --- Student t --------------------------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction for the incomplete beta (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                + a * math.log(x) + b * math.log1p(-x))
-    front = math.exp(ln_front)
-    # The fraction converges fast on this side of the mean; use symmetry on the other.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
+# --- Student t (scipy) -----------------------------------------------------------------
 
 def t_cdf(t: float, df: float) -> float:
     if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, got {df}")
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
+    return float(_t.cdf(t, df))
 
 
 def t_quantile(p: float, df: float) -> float:
-    """Inverse of t_cdf by bisection (monotone, so exact to the last bits)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"probability must be in (0, 1), got {p}")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e12:
-            return math.inf
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if mid in (lo, hi):
-            break
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    return float(_t.ppf(p, df))
+
+
+def linear_bound(terms: Sequence[tuple[float, Sequence[float]]], level: float, side: str) -> dict[str, Any]:
+    """A one-sided confidence bound on Σ coef·mean(values) over independent samples (Welch:
+    each sample its own variance, Welch–Satterthwaite degrees of freedom).
+
+    ``side`` "lower" gives a value the truth is above with chance 1 − ``level``; "upper" the
+    reverse. Every sample needs at least two values; otherwise the bound is unbounded.
+    """
+    est = math.fsum(c * math.fsum(v) / len(v) for c, v in terms if len(v))
+    parts = []
+    for c, v in terms:
+        if len(v) < 2:
+            return {"estimate": est, "bound": -math.inf if side == "lower" else math.inf, "se": None, "df": None}
+        m = math.fsum(v) / len(v)
+        parts.append((c * c * math.fsum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v), len(v) - 1))
+    var = math.fsum(p for p, _ in parts)
+    se = math.sqrt(var)
+    if se == 0.0:
+        return {"estimate": est, "bound": est, "se": 0.0, "df": None}
+    df = var * var / math.fsum(p * p / d for p, d in parts if p > 0)
+    q = t_quantile(1.0 - level, df)
+    return {"estimate": est, "bound": est - q * se if side == "lower" else est + q * se, "se": se, "df": df}
 
 
 # --- the paired interval --------------------------------------------------------------

@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 # Every outcome the gate can produce, with its exit code. Viewers must handle each one.
-EXIT_CODES = {"accepted": 0, "none": 0, "noise": 0, "rejected": 1, "infra": 3,
+EXIT_CODES = {"accepted": 0, "none": 0, "undecided": 0, "noise": 0, "rejected": 1, "slower": 1, "infra": 3,
               "implausible": 4, "uncheckable": 4}
+# "slower" exits 1 unless the profile records it without rejecting (gate.slower = "record").
 OUTCOMES = tuple(EXIT_CODES)
 BANDS = ("xs", "s", "m", "l", "xl")
 
@@ -35,6 +36,14 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def num(x: float) -> str:
+    return f"{x:.4g}"
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,9 @@ class Caveat:
         return cls(code=str(d.get("code")), message=str(d.get("message", "")))
 
 
+_SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs")
+
+
 @dataclass
 class Speed:
     """The speed figures of a round that reached significance (paired against main this round)."""
@@ -112,9 +124,20 @@ class Speed:
     guards: dict[str, Any] = field(default_factory=dict)
     significant: bool = False
     band: str | None = None
+    # schema 2: the sequential decision (console.core.sequential) the figures above come from
+    method: str | None = None
+    decision: dict[str, Any] | None = None      # sequential.Decision.to_dict
+    preview: dict[str, Any] | None = None       # what the node could decide, planned before the reps
+    node_noise: dict[str, Any] | None = None    # the node's pair noise record used for planning
+    pair_sd: float | None = None                # this round's pair noise (log SD)
+    needed_pairs: int | None = None             # undecided: about how many pairs in all would decide
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for k in _SEQUENTIAL_KEYS:      # absent from schema-1 verdicts, as they were sealed
+            if d[k] is None:
+                del d[k]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Speed":
@@ -133,7 +156,9 @@ class Verdict:
     speed: Speed | None = None                    # the figures, when speed was decided on
     suppressed: str | None = None                 # why no speed credit was computed
     guards: dict[str, Any] | None = None          # guard rows when a guard ended the round
-    noise: dict[str, Any] | None = None           # noise rounds: stats.noise_report
+    noise: dict[str, Any] | None = None           # noise rounds: the pair-noise report
+    tier_span: list[str] | None = None            # accepted: the bands the interval still spans
+    slower_rejects: bool = True                   # gate.slower: does "slower" exit 1?
 
     def __post_init__(self) -> None:
         if self.outcome not in EXIT_CODES:
@@ -141,7 +166,18 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
+        if self.outcome == "slower" and not self.slower_rejects:
+            return 0
         return EXIT_CODES[self.outcome]
+
+    @property
+    def tier_label(self) -> str | None:
+        """The tier as said to people: ``l (interval spans l–xl)`` while it is not settled."""
+        if self.tier is None:
+            return None
+        if self.tier_span and self.tier_span[0] != self.tier_span[-1]:
+            return f"{self.tier} (interval spans {self.tier_span[0]}–{self.tier_span[-1]})"
+        return self.tier
 
     @property
     def codes(self) -> list[str]:
@@ -162,8 +198,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({
-            "outcome": self.outcome, "tier": self.tier, "would_be_tier": self.would_be_tier,
-            "exit_code": self.exit_code, "reasons": [r.to_dict() for r in self.reasons],
+            "outcome": self.outcome, "tier": self.tier, "tier_span": self.tier_span,
+            "would_be_tier": self.would_be_tier, "exit_code": self.exit_code, "reasons": [r.to_dict() for r in self.reasons],
             "warnings": [w.to_dict() for w in self.warnings], "parity": self.parity,
             "speed": self.speed_dict(),
         })
@@ -173,9 +209,20 @@ class Verdict:
         s = dict(d.get("speed") or {})
         full = "gain" in s and "suppressed" not in s
         return cls(outcome=d["outcome"], tier=d.get("tier"), would_be_tier=d.get("would_be_tier"),
+                   tier_span=d.get("tier_span"),
+                   slower_rejects=not (d["outcome"] == "slower" and d.get("exit_code") == 0),
                    reasons=[Reason.from_dict(r) for r in d.get("reasons") or []],
                    warnings=[Caveat.from_dict(w) for w in d.get("warnings") or []],
                    parity=dict(d.get("parity") or {}),
                    speed=Speed.from_dict(s) if full else None,
                    suppressed=None if full else s.get("suppressed"),
                    guards=None if full else s.get("guards"), noise=None if full else s.get("noise"))
+
+
+def reason(code: str, message: str, build: str | None = "candidate", depth: int | None = None,
+           figure: str | None = None, bar: float | None = None, value: float | None = None) -> Reason:
+    return Reason(code, message, build, depth, figure, bar, value)
+
+
+def warning(code: str, message: str) -> Caveat:
+    return Caveat(code, message)

@@ -40,12 +40,13 @@ def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice:
         return
     rid = sealed.receipt_id
     try:
-        moved, stale = lockfile.update(Path(lock_path), rid, sealed.document, sealed.document["verdict"], profile)
+        moved, stale = lockfile.update(Path(lock_path), rid, sealed.document, sealed.document["verdict"], profile,
+                                       ledger_dir=sealed.path.parent.parent)
     except Exception as e:
         notice("error", "lock-update-failed", f"{lock_path} was not updated: {e}. The receipt {rid[:12]} is "
                "sealed; fix the lock and verify it with `console lock verify`.")
         return
     for c in moved:
-        notice("info", "lock-update", f"{c.key}: {c.old:g} -> {c.new:g} ({c.action}, receipt {rid[:12]})")
+        notice("info", "lock-update", f"{c.key}: {c.old:g} -> {c.new:g} ({c.action}, receipt {rid[:12]}): {c.reason}")
     for f in stale:
         notice("warn", "pin-stale", f.message)

@@ -28,7 +28,7 @@ class RoundConfig:
     out_dir: Path
     runtime: str = "docker"         # "docker" | "local"
     kind: str = "round"             # "round" | "noise" (candidate is main again)
-    reps: int | None = None         # overrides profile.bench.reps
+    reps: int | None = None         # timed pairs at most (rounds stop earlier once decided)
     lock_path: Path | None = None
     resume: Any = None              # an interrupted round read back from its journal (commands._Resume)
     telemetry: Any = None           # a console.telemetry Telemetry; opened when None
@@ -52,30 +52,56 @@ class Item:
         return f"{self.build}/{self.phase}/{self.index}"
 
 
-def make_schedule(p: Profile, reps: int) -> list[Item]:
-    """Warm-ups, the short differential runs, the timed reps and guard reps, interleaved."""
-    items: list[Item] = []
-
-    def add(phase: str, order: list[str], depth: int, tokens: int, context: str, metric: str = "") -> None:
-        counts: dict[str, int] = {}
-        for b in order:
-            i = counts.get(b, 0)
-            counts[b] = i + 1
-            items.append(Item(b, phase, i, len(items), depth, tokens, context, metric or p.bench.metric))
-
+def _items(p: Profile, phase: str, order: list[str], start: int, depth: int, tokens: int,
+           metric: str = "", first: int = 0) -> list[Item]:
+    """Items for ``order`` (one build name per run), the k-th of each build numbered k."""
     ctx = "seek" if p.bench.shortcut == "seek" else "doc"
-    add("warmup", ["main", "candidate"] * p.bench.warmup, p.bench.depth, p.bench.short_tokens, ctx)
-    add("short", stats.interleaved_order(2), p.bench.depth, p.bench.short_tokens, ctx)
-    add("timed", stats.interleaved_order(reps), p.bench.depth, p.bench.tokens, ctx)
+    counts: dict[str, int] = {}
+    out = []
+    for b in order:
+        i = counts.get(b, first)
+        counts[b] = i + 1
+        out.append(Item(b, phase, i, start + len(out), depth, tokens, ctx, metric or p.bench.metric))
+    return out
+
+
+def schedule_head(p: Profile) -> list[Item]:
+    """Warm-ups, then the short differential runs, interleaved."""
+    warm = _items(p, "warmup", ["main", "candidate"] * p.bench.warmup, 0, p.bench.depth, p.bench.short_tokens)
+    return warm + _items(p, "short", stats.interleaved_order(p.bench.short_reps), len(warm), p.bench.depth,
+                         p.bench.short_tokens)
+
+
+def timed_pair(p: Profile, k: int, start: int) -> list[Item]:
+    """The k-th pair of timed reps: main first on even pairs, the candidate first on odd
+    ones (A B B A …), so linear drift cancels over pairs."""
+    order = ["main", "candidate"] if k % 2 == 0 else ["candidate", "main"]
+    return _items(p, "timed", order, start, p.bench.depth, p.bench.tokens, first=k)
+
+
+def schedule_tail(p: Profile, start: int) -> list[Item]:
+    """Guard reps, after the timed pairs."""
+    items: list[Item] = []
     for g in p.gate.guards:
-        add(f"guard:{g.name}", stats.interleaved_order(g.reps), g.depth, g.tokens, ctx, p.metric_of(g))
+        items += _items(p, f"guard:{g.name}", stats.interleaved_order(g.reps), start + len(items), g.depth,
+                        g.tokens, p.metric_of(g))
     return items
+
+
+def make_schedule(p: Profile, pairs: int) -> list[Item]:
+    """The whole schedule for a fixed number of timed pairs (a noise round's; a round's
+    timed pairs run until decided, between ``schedule_head`` and ``schedule_tail``)."""
+    items = schedule_head(p)
+    for k in range(pairs):
+        items += timed_pair(p, k, len(items))
+    return items + schedule_tail(p, len(items))
 
 
 def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) -> dict[str, Any]:
     """The plan a round starts with: journaled first, so ``console resume`` can rebuild the round."""
     p = cfg.profile
-    return {"round_id": round_id, "kind": cfg.kind, "reps": cfg.reps or p.bench.reps, "depth": p.bench.depth,
+    return {"round_id": round_id, "kind": cfg.kind, "reps": pair_budget(cfg), "depth": p.bench.depth,
+            "sequential": cfg.kind == "round",
             "tokens": p.bench.tokens, "short_tokens": p.bench.short_tokens,
             "parity_depths": list(p.parity.depths), "runtime": runtime,
             "parity": {"depths": list(p.parity.depths), "top1_min": p.gate.top1_min, "kl_max": p.gate.kl_max,
@@ -83,6 +109,12 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
             "main": spec_text(cfg.main), "candidate": spec_text(cfg.candidate),
             "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
             "lock_path": str(cfg.lock_path) if cfg.lock_path else None}
+
+
+def pair_budget(cfg: RoundConfig) -> int:
+    """Timed pairs at most: ``--reps`` or, for a round, the gate's budget; a noise round runs them all."""
+    p = cfg.profile
+    return cfg.reps or (p.bench.reps if cfg.kind == "noise" else p.gate.max_pairs)
 
 
 def fill(template: tuple[str, ...], p: Profile | None = None, **values: str) -> list[str]:

@@ -7,19 +7,22 @@ goes into a typed receipt (``core.receipt``) whose verdict only the gate decides
 """
 from __future__ import annotations
 
+import math
 import os
 import queue
 import shutil
 import tempfile
 import threading
+import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .. import events as ev
-from .. import journal, lockfile, sources
+from .. import journal, lockfile, sources, store
 from ..adapters import WRITES_LOGITS
-from ..core import apparatus, gate, health
-from ..core.receipt import Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey
+from ..core import apparatus, gate, health, reruns, sequential
+from ..core.receipt import Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
 from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
 from ..runtime.base import BuildResult
 from ..store import utc_now
@@ -27,7 +30,8 @@ from . import after
 from . import parity as checks
 from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness, warm_read
-from .plan import DOC_NAME, Item, RoundConfig, check_pins, make_schedule, new_round_id, plan_record
+from .plan import (DOC_NAME, Item, RoundConfig, check_pins, new_round_id, pair_budget, plan_record, schedule_head,
+                   schedule_tail, timed_pair)
 from .reps import Bench, run_until_trusted
 
 
@@ -295,19 +299,79 @@ class Round:
             if rep.phase == "timed" and rep.status in ("ok", "suspect"):
                 timed_outputs.setdefault(rep.build, []).append((rep, out_dir))
 
-        phase = None
-        for item in make_schedule(p, cfg.reps or p.bench.reps):
-            self._check_abort()
-            if item.phase != phase:
-                phase = item.phase
-                if phase in ("warmup", "timed"):
-                    self._emit(ev.PhaseStarted(phase="warm" if phase == "warmup" else "reps"))
-            attempt = self._resumed(item, done, receipt)
-            if attempt is None:
-                continue
-            run_until_trusted(b, item, attempt, budget, self._emit, self._notice, record)
+        def run(items: list[Item]) -> None:
+            for item in items:
+                self._check_abort()
+                attempt = self._resumed(item, done, receipt)
+                if attempt is not None:
+                    run_until_trusted(b, item, attempt, budget, self._emit, self._notice, record)
+
+        self._plan(receipt)
+        head = schedule_head(p)
+        self._emit(ev.PhaseStarted(phase="warm"))
+        run(head)
+        self._emit(ev.PhaseStarted(phase="reps"))
+        pairs = self._timed_pairs(receipt, run, len(head), done)
+        run(schedule_tail(p, len(head) + 2 * pairs))
         if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter]:
             receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
+
+    def _timed_pairs(self, receipt: Receipt, run: Callable[[list[Item]], None], start: int, done: dict) -> int:
+        """Timed pairs until the outcome is decided or the budget is spent; returns the pairs run.
+
+        A noise round runs its whole budget (it measures, it decides nothing). A round looks
+        after every pair (``gate.progress``: the same code the verdict runs), stops when
+        the decision is made (and an accepted tier is settled), when a build's claims are
+        already refused, or when the pairs or minutes of the budget are spent.
+        """
+        p, cfg = self.p, self.cfg
+        limit = pair_budget(cfg)
+        recorded = [k for k in done if k.phase == "timed"]
+        if any(k.phase.startswith("guard:") for k in done):
+            # a resumed round that had reached its guards had closed its timed pairs
+            limit = max((k.index for k in recorded), default=-1) + 1
+        seq = receipt.sequential
+        started, k, stopped = time.monotonic(), 0, "budget-pairs"
+        while k < limit:
+            run(timed_pair(p, k, start + 2 * k))
+            k += 1
+            if cfg.kind == "noise":
+                continue
+            d = gate.progress(receipt, p.gate)
+            if d is None:
+                stopped = "claims"
+                self._notice("warn", "claims-refused", "a build's claims were refused: no more timed pairs are run")
+                break
+            self._emit(ev.DecisionStep(pairs=d.pairs, prior_pairs=d.prior_pairs, state=d.state, gain=_finite(d.estimate),
+                                       interval=[_finite(x) for x in d.interval], tier=d.tier,
+                                       span=list(d.span) if d.span else None))
+            if d.done:
+                stopped = "decided"
+                break
+            if p.gate.max_minutes and time.monotonic() - started > 60 * p.gate.max_minutes and k < limit:
+                stopped = "budget-minutes"
+                break
+        if seq is not None:
+            seq.stopped = stopped if cfg.kind != "noise" else ""
+            seq.minutes = round((time.monotonic() - started) / 60, 3)
+        return k
+
+    def _plan(self, receipt: Receipt) -> None:
+        """What the stopping rule reads besides the reps: earlier rounds of this candidate
+        (pooled) and the node's noise (planning only); said before the timed reps."""
+        p = self.p
+        if self.cfg.kind != "round":
+            return
+        exp = reruns.experiment(p.record(), {b: x.tree_sha256 for b, x in receipt.builds.items()})
+        prior = reruns.prior_rounds(store.ledger_receipts(self.cfg.out_dir), exp)
+        design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))
+        pv = sequential.preview(receipt.lock.noise_sd, design, p.gate.planning_noise)
+        receipt.sequential = Sequential(prior=prior, experiment=exp, preview=pv.to_dict())
+        n = sum(len(r.log_ratios) for r in prior)
+        self._emit(ev.PlanReady(preview=pv.to_dict(), sentence=pv.sentence(), prior_rounds=len(prior), prior_pairs=n))
+        if prior:
+            self._notice("info", "rerun", f"this candidate was measured against this main in {len(prior)} earlier "
+                         f"round(s) ({n} pairs): they pool with this one, and one confidence sequence runs across all")
 
     @staticmethod
     def _resumed(item: Item, done: dict, receipt: Receipt) -> int | None:
@@ -347,3 +411,7 @@ def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> B
             b.engine_files = built.engine_files
             b.engine_sha256 = sources.digest_of(built.engine_files)
     return b
+
+
+def _finite(x: float) -> float | None:
+    return x if isinstance(x, float) and math.isfinite(x) else None

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Sequence
 
+from console.core.receipt import SCHEMA
 from console.core.stats import interleaved_order
 from console.profile import GateRules, Guard
 
@@ -75,14 +76,15 @@ def _interleave(phase: str, main: Sequence[float], cand: Sequence[float], start:
     return out
 
 
-def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
-                 cand: Sequence[float] = (212.0, 213.0, 211.0, 212.5, 212.2), *,
+def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2, 200.8, 199.2, 200.1),
+                 cand: Sequence[float] = (212.0, 213.0, 211.0, 212.5, 212.2, 212.8, 211.4, 212.1), *,
                  short_main: Sequence[float] | None = None, short_cand: Sequence[float] | None = None,
                  guards: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
                  lock: dict[str, Any] | None = None, rules: GateRules | None = None,
                  cand_parity: list[dict[str, Any]] | None = None, main_parity: list[dict[str, Any]] | None = None,
                  cand_error: str | None = None, scored_path: dict[str, Any] | None = None,
-                 timed_path: dict[str, Any] | None = None, shortcut: str = "seek", kind: str = "round", status: str = "complete") -> dict[str, Any]:
+                 timed_path: dict[str, Any] | None = None, shortcut: str = "seek", kind: str = "round", status: str = "complete",
+                 schema: str = SCHEMA, sequential: dict[str, Any] | None = None) -> dict[str, Any]:
     """A complete, consistent round receipt: candidate ~6% faster, clean parity, measured pins."""
     rules = rules or default_rules()
     bench = dict(BENCH, shortcut=shortcut, seek_bytes_per_position=4096 if shortcut == "seek" else 0)
@@ -110,7 +112,7 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
         "candidate": [{"index": i, "attempt": 0, "kl": 0.0, "top1": 1.0, "error": None} for i in range(len(cand))]}
     rules_dict = asdict(rules)
     return {
-        "schema": "bench-console/receipt/1", "kind": kind, "round_id": "20261202T163000Z-1a2b3c",
+        "schema": schema, "kind": kind, "round_id": "20261202T163000Z-1a2b3c",
         "started_at": "2026-12-02T16:30:00Z", "ended_at": "2026-12-02T16:34:10Z", "status": status,
         "profile": {"name": "demo", "path": "/work/main/profiles/demo.toml", "sha256": "0" * 64,
                     "rules": rules_dict, "bench": bench,
@@ -138,6 +140,7 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2),
         "lock": lock,
         "summary": {},
         "verdict": {},
+        **({"sequential": sequential} if sequential is not None else {}),
     }
 
 
@@ -152,7 +155,7 @@ def variant(receipt: dict[str, Any]) -> dict[str, Any]:
 
 # --- one real receipt per outcome the gate can produce --------------------------------------
 
-MAIN = (200.0, 201.0, 199.5, 200.5, 200.2)
+MAIN = (200.0, 201.0, 199.5, 200.5, 200.2, 200.8, 199.2, 200.1)
 
 
 def _scaled(values, k):
@@ -169,7 +172,10 @@ def _infra() -> dict[str, Any]:
 OUTCOME_RECEIPTS = {
     "accepted": lambda: make_receipt(),
     "none": lambda: make_receipt(cand=_scaled(MAIN, 1.005)),
-    "noise": lambda: make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7), kind="noise"),
+    "slower": lambda: make_receipt(cand=_scaled(MAIN, 0.8), short_cand=_scaled(MAIN[:3], 0.8),
+                                   guards={"decode_ctx128": (_scaled(MAIN[:3], 1.3), _scaled(MAIN[:3], 1.3))}),
+    "undecided": lambda: make_receipt(cand=(212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0)),
+    "noise": lambda: make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7, 200.6, 199.5, 200.3), kind="noise"),
     "rejected": lambda: make_receipt(cand_parity=depth_figures(kl=2e-6, at={2048: {"top1": 0.5}})),
     "infra": _infra,
     "implausible": lambda: make_receipt(

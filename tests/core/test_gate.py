@@ -2,16 +2,18 @@ import json
 import math
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from console.core.gate import BANDS, Verdict, band, counted, decide
+from console.core.receipt import SCHEMA_1
+from console.core.stats import stdev
 from console.profile import Bands, rules_from_dict
 
-from .receipts import default_rules, depth_figures, make_receipt, timed, variant
+from .receipts import MAIN, OUTCOME_RECEIPTS, default_rules, depth_figures, make_receipt, timed, variant
 
 RULES = default_rules()
-CAND = (212.0, 213.0, 211.0, 212.5, 212.2)
-MAIN = (200.0, 201.0, 199.5, 200.5, 200.2)
+OUTCOME_MAIN = MAIN
 
 
 def codes(v):
@@ -31,11 +33,14 @@ def scaled(values, k):
 def test_clean_round_is_accepted_with_a_tier():
     v = decide(make_receipt(), RULES)
     assert v.outcome == "accepted" and v.exit_code == 0
-    assert v.tier == band(v.speed.basis, RULES.bands) == "s"
-    assert v.speed.frontier_source == "main this round"
-    assert v.speed.gain == v.speed.basis and v.speed.basis_kind == "frontier"
+    # the tier is the band of the conservative end of the interval, and says what it spans
+    assert v.tier == band(v.speed.basis, RULES.bands) == "s" and v.tier_span == ["s", "m"]
+    assert v.tier_label == "s (interval spans s–m)"
+    assert v.speed.frontier_source == "main this round" and v.speed.basis_kind == "frontier"
+    assert v.speed.basis == pytest.approx(v.speed.interval[0], rel=1e-12)
+    assert v.speed.interval[0] < v.speed.gain < v.speed.interval[1]
     assert v.parity["worst_depth"] == 4096
-    assert v.speed.interval[0] > 0
+    assert v.speed.interval[0] > RULES.significance and v.speed.pairs == 8
 
 
 def test_verdict_round_trips_as_strict_json():
@@ -43,7 +48,8 @@ def test_verdict_round_trips_as_strict_json():
     text = json.dumps(d, allow_nan=False)
     again = Verdict.from_dict(json.loads(text))
     assert again.to_dict() == d
-    assert set(d) == {"outcome", "tier", "would_be_tier", "exit_code", "reasons", "warnings", "parity", "speed"}
+    assert set(d) == {"outcome", "tier", "tier_span", "would_be_tier", "exit_code", "reasons", "warnings", "parity",
+                      "speed"}
 
 
 def test_rules_stored_in_the_receipt_give_the_same_verdict():
@@ -221,11 +227,12 @@ def test_failed_candidate_runs_reject():
 
 
 def test_suspect_reps_are_excluded_not_blamed():
-    r = make_receipt(cand=(212.0, 213.0, 211.0, 212.5, 400.0))
+    r = make_receipt(cand=(212.0, 213.0, 211.0, 212.5, 400.0, 212.8, 211.4, 212.1))
     timed(r, "candidate")[4]["status"] = "suspect"
     v = decide(r, RULES)
     assert v.outcome == "accepted" and "reps-excluded" in warn_codes(v)
-    assert v.speed.candidate["n"] == 4 and v.speed.candidate_median == 212.25
+    assert v.speed.candidate["n"] == 7 and v.speed.candidate_median == 212.1
+    assert v.speed.pairs == 7       # the pair that lost its candidate rep is dropped whole
 
 
 def test_too_few_valid_reps_is_infra():
@@ -324,33 +331,58 @@ def test_guard_with_no_floor_and_no_main_reps_is_said_not_enforced():
     assert v.outcome == "accepted" and "guard-unmeasured" in warn_codes(v)
 
 
-# --- significance ----------------------------------------------------------------------
+# --- decisions (schema 2): one paired estimand, a confidence sequence, four outcomes ---------
 
-def test_small_gain_is_none():
+def test_small_gain_is_decided_none():
     v = decide(make_receipt(cand=scaled(MAIN, 1.015)), RULES)
-    assert v.outcome == "none" and v.exit_code == 0 and v.tier is None and codes(v) == ["below-significance"]
+    assert v.outcome == "none" and v.exit_code == 0 and v.tier is None and codes(v) == ["no-gain"]
+    assert v.speed.decision["basis_upper_miss"] < RULES.min_gain
 
 
-def test_noisy_gain_whose_interval_includes_zero_is_none():
-    v = decide(make_receipt(main=(200, 200, 200, 200, 200), cand=(260, 150, 270, 140, 230),
-                            short_cand=(230, 230, 230)), RULES)
-    assert v.speed.gain > RULES.significance
-    assert v.outcome == "none" and codes(v) == ["interval-includes-zero"]
+def test_a_noisy_gain_is_undecided_and_says_what_a_decision_would_need():
+    v = decide(make_receipt(OUTCOME_MAIN, cand=(212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0)), RULES)
+    assert v.outcome == "undecided" and v.exit_code == 0 and codes(v) == ["undecided"]
+    assert v.speed.interval[0] < RULES.significance and v.speed.needed_pairs > 8
+    assert "budget spent after 8 pairs" in v.reasons[0].message
 
 
-def test_a_single_pair_is_never_significant():
+def test_a_slower_candidate_is_decided_slower_and_the_profile_says_whether_that_rejects():
+    r = OUTCOME_RECEIPTS["slower"]()
+    v = decide(r, RULES)
+    assert v.outcome == "slower" and v.exit_code == 1 and v.speed.interval[1] < 0 and codes(v) == ["slower"]
+    recorded = decide(r, default_rules(slower="record"))
+    assert recorded.outcome == "slower" and recorded.exit_code == 0
+    assert Verdict.from_dict(recorded.to_dict()).exit_code == 0
+
+
+def test_fewer_than_two_valid_pairs_is_infra_and_a_few_pairs_decide_nothing():
     v = decide(make_receipt(main=(200.0,), cand=(230.0,)), RULES)
     assert v.outcome == "infra" and codes(v) == ["too-few-reps", "too-few-reps"]
     v = decide(make_receipt(main=(200.0, 200.0), cand=(230.0, 230.0)), RULES)
-    assert v.outcome == "accepted"          # two identical ratios: a point interval
+    assert v.outcome == "undecided"         # two pairs cannot bound the noise at 1 %
 
 
-def test_noise_above_the_threshold_warns():
+def test_the_node_s_noise_record_is_for_planning_and_warnings_only():
     r = make_receipt()
-    r["lock"]["noise_spread"] = 0.04
-    assert "threshold-below-noise" in warn_codes(decide(r, RULES))
-    r["lock"]["noise_spread"] = None
     assert "noise-unmeasured" in warn_codes(decide(r, RULES))
+    r["lock"].update(noise_sd=0.0001, noise_df=40)          # a much quieter node than this round
+    v = decide(r, RULES)
+    assert "noisier-than-node" in warn_codes(v) and v.outcome == "accepted"
+    r["lock"].update(noise_sd=0.01, noise_df=40)
+    quiet = decide(r, RULES)
+    assert not {"noisier-than-node", "noise-unmeasured"} & set(warn_codes(quiet))
+    assert quiet.speed.decision == v.speed.decision          # the decision needs no noise figure
+
+
+def test_earlier_rounds_of_the_same_candidate_pool_and_say_so():
+    r = make_receipt(cand=(212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0))
+    alone = decide(r, RULES)
+    earlier = [math.log(1.06) + 0.002 * (-1) ** k for k in range(12)]
+    r["sequential"] = {"prior": [{"receipt": "a" * 64, "round_id": "R0", "log_ratios": earlier}],
+                       "experiment": "e", "preview": None, "stopped": "decided"}
+    pooled = decide(r, RULES)
+    assert alone.outcome == "undecided" and pooled.outcome == "accepted"
+    assert pooled.speed.decision["prior_pairs"] == 12 and "pooled" in warn_codes(pooled)
 
 
 def test_lock_frontier_above_main_is_the_frontier_and_stale():
@@ -358,7 +390,9 @@ def test_lock_frontier_above_main_is_the_frontier_and_stale():
     r["lock"]["frontier"] = 205.0
     v = decide(r, RULES)
     assert v.speed.frontier == 205.0 and v.speed.frontier_source == "lock"
-    assert v.speed.gain == (v.speed.candidate_median - 205.0) / 205.0
+    lo = v.speed.interval[0]
+    assert v.speed.basis == pytest.approx(((1 + lo) * v.speed.main_median - 205.0) / 205.0)
+    assert v.speed.basis < lo                       # never above the gain measured against main
     assert "pin-stale" in warn_codes(v)
 
 
@@ -376,7 +410,8 @@ def test_anchor_binds_when_it_is_larger_than_the_frontier():
     rules = default_rules(anchor=800.0)
     v = decide(make_receipt(cand=scaled(MAIN, 1.20)), rules)
     assert v.speed.basis_kind == "anchor"
-    assert v.speed.basis == v.speed.delta / 800.0
+    lo = v.speed.interval[0]
+    assert v.speed.basis == pytest.approx((1 + lo) * v.speed.main_median / 800.0 - v.speed.main_median / 800.0)
     assert v.tier == "s" and v.speed.gain > 0.18      # xl over the frontier, s against the anchor
 
 
@@ -396,19 +431,39 @@ def test_implausible_result_is_held_with_its_would_be_tier():
 
 # --- noise receipts ---------------------------------------------------------------------
 
-def test_noise_receipt():
-    r = make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7), kind="noise")
+def test_noise_receipt_measures_pair_noise_with_its_uncertainty():
+    r = make_receipt(cand=(200.4, 199.8, 200.9, 200.1, 199.7, 200.6, 199.5, 200.3), kind="noise")
     v = decide(r, RULES)
     assert v == decide(r, RULES)
     assert v.outcome == "noise" and v.exit_code == 0
     n = v.noise
-    assert n["pairs"] == 5 and n["spread"] < RULES.significance and n["false_positives"] == 0
+    xs = [math.log(c / m) for m, c in zip(MAIN, (200.4, 199.8, 200.9, 200.1, 199.7, 200.6, 199.5, 200.3))]
+    assert n["pairs"] == 8 and n["df"] == 7 and n["sd"] == pytest.approx(stdev(xs))
+    assert n["lower"] < n["sd"] < n["upper"] and n["decidable_gain"] > RULES.significance
 
 
-def test_noise_receipt_with_a_noisy_node_warns():
-    r = make_receipt(cand=(210.0, 190.0, 212.0, 195.0, 206.0), short_cand=(200.0, 200.0, 200.0), kind="noise")
-    v = decide(r, RULES)
-    assert v.outcome == "noise" and "threshold-below-noise" in warn_codes(v)
+def test_a_noise_receipt_with_too_few_pairs_is_infra():
+    r = make_receipt(main=MAIN[:2], cand=(200.4, 199.8), kind="noise")
+    assert decide(r, RULES).outcome == "infra"
+
+
+# --- schema 1: old receipts keep the rules they were sealed under ----------------------------
+
+def legacy_receipt(**kw):
+    kw.setdefault("main", MAIN[:5])
+    kw.setdefault("cand", scaled(MAIN[:5], 1.055))
+    return make_receipt(schema=SCHEMA_1, **kw)
+
+
+def test_a_schema_1_receipt_is_judged_by_its_own_rules_and_says_so():
+    v = decide(legacy_receipt(), RULES)
+    assert v.outcome == "accepted" and v.tier == "s" and v.speed.decision is None
+    assert warn_codes(v)[0] == "legacy-rules"
+    assert decide(legacy_receipt(cand=scaled(MAIN[:5], 1.015)), RULES).codes == ["below-significance"]
+    noisy = legacy_receipt(main=(200, 200, 200, 200, 200), cand=(260, 150, 270, 140, 230), short_cand=(230, 230, 230))
+    assert decide(noisy, RULES).codes == ["interval-includes-zero"]
+    two = legacy_receipt(main=(200.0, 200.0), cand=(230.0, 230.0))
+    assert decide(two, RULES).outcome == "accepted"     # the old rule: two identical ratios, a point interval
 
 
 # --- properties --------------------------------------------------------------------------
@@ -466,8 +521,8 @@ def test_gain_at_or_below_the_threshold_is_never_accepted(main_vals, factor, jit
 
 
 def test_gain_exactly_at_the_threshold_is_none():
-    main = (200.0, 200.0, 200.0)
-    v = decide(make_receipt(main=main, cand=(204.0, 204.0, 204.0)), default_rules(significance=0.02))
+    main = (200.0,) * 8
+    v = decide(make_receipt(main=main, cand=(204.0,) * 8), default_rules(significance=0.02))
     assert v.speed.gain <= 0.02 + 1e-15
     assert v.outcome == "none"
 
@@ -479,10 +534,9 @@ def test_listing_order_of_the_default_round():
     assert decide(s, RULES).to_dict() == decide(r, RULES).to_dict()
 
 
-def test_measured_noise_raises_the_significance_threshold():
-    """A gain inside the node's measured noise is never significant, whatever the profile says."""
-    from console.core.gate import decide
-    r = make_receipt()                  # candidate ~6% faster than main
+def test_measured_noise_raised_the_schema_1_significance_threshold():
+    """Schema 1: a gain inside the node's measured noise was never significant."""
+    r = legacy_receipt()
     rules = default_rules()
     assert decide(r, rules).outcome == "accepted"
     r["lock"]["noise_spread"] = 0.08

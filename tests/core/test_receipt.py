@@ -81,8 +81,28 @@ def test_receipts_sealed_before_the_typed_model_re_derive_the_same_verdict(path)
     r = Receipt.from_dict(d)
     _subset(d, json.loads(json.dumps(r.to_dict())))   # nothing the old receipt holds is lost or changed
     v = gate.decide(d, r.rules).to_dict()
-    assert v == d["verdict"]
+    assert as_sealed_then(v) == close_to(d["verdict"])
     assert gate.summarize(r, r.rules) == d["summary"]
+
+
+def close_to(x):
+    """``x`` with every float compared to 12 digits: the Student t quantile now comes from
+    scipy, which agrees with the hand-written one it replaced to the last bit or two."""
+    if isinstance(x, dict):
+        return {k: close_to(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [close_to(v) for v in x]
+    return pytest.approx(x, rel=1e-12) if isinstance(x, float) else x
+
+
+def as_sealed_then(v: dict) -> dict:
+    """A schema-1 verdict re-derived today, less what today's verdict adds: it says it was
+    judged by the rules it was sealed under (a ``legacy-rules`` caveat, first) and has no span."""
+    v = dict(v)
+    assert v["warnings"][0]["code"] == "legacy-rules" and "schema-1" in v["warnings"][0]["message"]
+    v["warnings"] = v["warnings"][1:]
+    assert v.pop("tier_span") is None
+    return v
 
 
 def test_the_cli_verifies_and_re_derives_the_old_receipts(capsys):
@@ -93,5 +113,5 @@ def test_the_cli_verifies_and_re_derives_the_old_receipts(capsys):
         stored = json.loads(path.read_text())["verdict"]
         code = main(["verdict", str(path), "--json"])
         out = capsys.readouterr()
-        assert json.loads(out.out) == stored and code == stored["exit_code"]
+        assert as_sealed_then(json.loads(out.out)) == close_to(stored) and code == stored["exit_code"]
         assert "differs" not in out.err

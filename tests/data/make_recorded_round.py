@@ -8,6 +8,7 @@ fixed (no randomness, no clock), so the TUI snapshots built from it are stable.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -15,6 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from console import events as ev  # noqa: E402
+from console.core import sequential as S  # noqa: E402
+from console.core.rules import Bands  # noqa: E402
+
+DESIGN = S.Design()
+PREVIEW = S.preview(0.012, DESIGN, 0.05)
 
 T0 = 1796229000.0  # 2026-12-02T16:30:00Z
 DEPTHS = [4, 128, 256, 512, 1024, 2048, 4096]
@@ -98,8 +104,9 @@ def rep_record(build: str, phase: str, index: int, position: int, value: float, 
 
 
 # A B B A … order; values drift a little so the plot shows something real.
-MAIN_TIMED = [209.8, 211.2, 210.4, 208.9, 210.9]
-CAND_TIMED = [227.9, 229.1, 228.4, 226.7, 228.8]
+MAIN_TIMED = [209.8, 211.2, 210.4, 208.9, 210.9, 209.5, 210.7, 210.1]
+CAND_TIMED = [227.9, 229.1, 228.4, 226.7, 228.8, 227.3, 228.9, 228.0]
+SHORT_REPS = 4
 
 
 def make_events() -> list[ev.Event]:
@@ -111,7 +118,7 @@ def make_events() -> list[ev.Event]:
             "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-4f1c2d9e",
                       "driver": "550.127.05", "memory_mib": 81559}]}
     plan = {"depths": DEPTHS, "order": "ABBA", "tokens": 192, "short_tokens": 48,
-            "reps": {"warmup": 1, "short": 2, "timed": 5},
+            "reps": {"warmup": 1, "short": SHORT_REPS, "timed": len(MAIN_TIMED)},
             "guards": ["decode_ctx128"],
             "parity": {"depths": DEPTHS, "top1_min": 0.99, "kl_max": 1e-3}}
     add(ev.RoundStarted(round_id=ROUND_ID, profile="demo",
@@ -186,14 +193,17 @@ def make_events() -> list[ev.Event]:
     order = ["main", "candidate", "candidate", "main"]
     rep("main", "warmup", 0, 203.1, 1.34, 192)
     rep("candidate", "warmup", 0, 221.7, 1.27, 192)
-    add(ev.PhaseStarted(phase="reps", at=c(0.1)))
     short_i = {"main": 0, "candidate": 0}
-    for build in order:  # short runs: same engine, fewer tokens (the differential check)
+    for k in range(2 * SHORT_REPS):  # short runs: same engine, fewer tokens (the differential check)
+        build = order[k % 4]
         v = 207.5 if build == "main" else 225.2
-        rep(build, "short", short_i[build], v + short_i[build] * 0.8, 0.52, 48)
+        rep(build, "short", short_i[build], v + short_i[build] * 0.8, round(0.52 + 0.01 * (k % 3), 2), 48)
         short_i[build] += 1
+    add(ev.PhaseStarted(phase="reps", at=c(0.1)))
+    add(ev.PlanReady(preview=PREVIEW.to_dict(), sentence=PREVIEW.sentence(), at=c(0.05)))
     timed_i = {"main": 0, "candidate": 0}
-    for k in range(10):
+    logs: list[float] = []
+    for k in range(2 * len(MAIN_TIMED)):
         build = order[k % 4]
         i = timed_i[build]
         value = (MAIN_TIMED if build == "main" else CAND_TIMED)[i]
@@ -201,6 +211,16 @@ def make_events() -> list[ev.Event]:
         rep(build, "timed", i, value, round(192 / value + 0.41, 2), 192, suspect,
             sm=1905 if suspect else 1980)
         timed_i[build] = i + 1
+        if k % 2 == 1:      # a pair is complete: the round looks (the suspect rep's pair is dropped)
+            if i != 3:
+                logs.append(math.log(CAND_TIMED[i] / MAIN_TIMED[i]))
+            d = S.decide_pairs([logs], DESIGN, S.Basis(MAIN_TIMED[0]), Bands())
+            add(ev.DecisionStep(pairs=d.pairs, prior_pairs=0, state=d.state,
+                                gain=d.estimate if math.isfinite(d.estimate) else None,
+                                interval=[x if math.isfinite(x) else None for x in d.interval],
+                                tier=d.tier, span=list(d.span) if d.span else None, at=c(0.01)))
+            if d.done:      # decided and settled: the round stops adding pairs
+                break
     for build in ("main", "candidate"):
         rep(build, "guard:decode_ctx128", 0, 412.3 if build == "main" else 409.8, 0.88, 192)
     add(ev.Notice(level="info", code="guards-ok",
@@ -218,7 +238,7 @@ ACCEPTED_VERDICT = {
         {"code": "parity-ok", "message": "parity holds at every depth; worst depth 4096 "
                                          "(top-1 0.992, KL 2.3e-05)"},
         {"code": "significant", "message": "candidate +8.5% over main, interval "
-                                           "[+7.6%, +9.4%] clears the noise floor 1.2%"},
+                                           "[+7.6%, +9.4%] at the 1% level clears 2%"},
         {"code": "tier", "message": "basis 8.5% of frontier 210.4 falls in band m "
                                     "(6% <= m < 10%)"},
     ],
@@ -227,6 +247,7 @@ ACCEPTED_VERDICT = {
                                                  "there cannot detect wiring faults"},
         {"code": "suspect-rep", "message": "main timed #3 ran at a lower SM clock (1905 MHz)"},
     ],
+    "tier_span": None,
     "speed": {"gain": 0.0852, "interval": [0.0761, 0.0938], "frontier": 210.4,
               "frontier_source": "lock", "basis": 0.0852, "basis_kind": "frontier",
               "anchor": 0.0, "band": "m", "main_median": 210.4, "candidate_median": 228.4},

@@ -65,13 +65,15 @@ async def test_reps_appear_with_running_summary(recorded):
         await feed(pilot, source, len(recorded))
         reps = app.dashboard.reps
         n_reps = sum(isinstance(e, ev.RepDone) for e in recorded)
-        assert reps.row_count == n_reps == 18
-        key = "candidate:timed:4:15"
+        assert reps.row_count == n_reps == 26
+        key = "candidate:timed:4:19"
         assert _cell(reps, key, "value") == "228.8"
         assert _cell(reps, key, "status") == "ok"
-        assert _cell(reps, "main:timed:3:13", "status") == "ok sm-clock-dip"
+        assert _cell(reps, "main:timed:3:17", "status") == "ok sm-clock-dip"
         summary = app.dashboard.query_one(RepSummary)
         assert summary.median("main") == pytest.approx(210.4)
+        last = [e for e in recorded if isinstance(e, ev.DecisionStep)][-1]
+        assert summary.decision.startswith(f"{last.pairs} pairs") and "accepted m" in summary.decision
         assert summary.median("candidate") == pytest.approx(228.4)
 
 

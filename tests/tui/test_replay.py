@@ -109,7 +109,7 @@ def test_receipt_synthesizes_the_round(recorded, tmp_path: Path):
     assert kinds[0] == "round_started" and kinds[-2:] == ["verdict", "round_ended"]
     assert kinds.count("build_done") == 2
     assert kinds.count("depth_graded") == 14
-    assert kinds.count("rep_done") == len(receipt["reps"]) == 18
+    assert kinds.count("rep_done") == len(receipt["reps"]) == 26
     assert [e.rep for e in events if isinstance(e, ev.RepDone)] == receipt["reps"]
     # this receipt carries no rules to judge it by: its verdict is shown as recorded, and says so
     shown = events[-2].verdict
@@ -137,7 +137,7 @@ async def test_receipt_replays_through_the_app(recorded, tmp_path: Path):
     async with app.run_test(size=SIZE) as pilot:
         await _until_ended(app, pilot)
         assert app.dashboard.verdict.label == "TIER M"
-        assert app.dashboard.reps.row_count == 18
+        assert app.dashboard.reps.row_count == 26
         await pilot.press("r")
         assert type(app.screen).__name__ == "ReceiptScreen"
 

@@ -66,6 +66,8 @@ async def test_banner_renders_each_verdict_of_the_gate():
             if speed.get("suppressed"):
                 assert f"not computed: {speed['suppressed']}" in panel.text_plain
             if outcome == "noise":
-                assert f"spread {speed['noise']['spread']:.2%}" in panel.text_plain
+                assert f"SD {speed['noise']['sd']:.2%}" in panel.text_plain
+            if verdict.get("tier_span"):
+                assert f"(interval spans {verdict['tier_span'][0]}–{verdict['tier_span'][1]})" in panel.text_plain
             if outcome == "implausible":
                 assert f"would be tier {verdict['would_be_tier']}" in panel.text_plain

@@ -11,6 +11,7 @@ from textual.widgets import Footer
 from console import events as ev
 from console.core.gate import counts
 from console.core.receipt import Rep
+from console.report import decision_text
 
 from ..widgets.builds import BuildPanel
 from ..widgets.header import RoundHeader
@@ -39,6 +40,7 @@ class DashboardScreen(Screen[None]):
             ev.DepthGraded: self._depth_graded, ev.ParityDone: self._parity_done,
             ev.ScoredPathChecked: self._scored_path, ev.RepStarted: self._rep_started,
             ev.RepDone: self._rep_done, ev.VerdictReady: self._verdict,
+            ev.PlanReady: self._plan_ready, ev.DecisionStep: self._decision_step,
             ev.RoundEnded: self._round_ended,
         }
 
@@ -172,6 +174,13 @@ class DashboardScreen(Screen[None]):
         if rep.phase == "timed" and counts(rep):
             self.query_one(RepSummary).add(rep.build, float(rep.value))
             self.query_one(RepPlot).add(rep.build, rep.position, float(rep.value))
+
+    def _plan_ready(self, e: ev.PlanReady) -> None:
+        self.query_one(RepSummary).set_plan(e.sentence)
+        self.note("info", "plan", e.sentence, e.at)
+
+    def _decision_step(self, e: ev.DecisionStep) -> None:
+        self.query_one(RepSummary).set_decision(decision_text(e))
 
     def _verdict(self, e: ev.VerdictReady) -> None:
         self.verdict.show(e.verdict or {})

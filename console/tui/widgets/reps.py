@@ -115,13 +115,22 @@ class RepTable(DataTable):
 
 
 class RepSummary(Static):
-    """Running median and spread of what has arrived, per build (display only)."""
+    """Running median and spread of what has arrived, per build, and the round's plan and
+    latest decision as the round said them (display only)."""
 
-    DEFAULT_CSS = "RepSummary { height: 2; padding: 0 1; }"
+    DEFAULT_CSS = "RepSummary { height: 3; padding: 0 1; }"
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.values: dict[str, list[float]] = {"main": [], "candidate": []}
+        self.plan: str = ""
+        self.decision: str = ""
+
+    def set_plan(self, sentence: str) -> None:
+        self.plan = sentence
+
+    def set_decision(self, line: str) -> None:
+        self.decision = line
 
     def add(self, build: str, value: float) -> None:
         self.values.setdefault(build, []).append(value)  # redrawn per batch
@@ -140,6 +149,12 @@ class RepSummary(Static):
                 continue
             t.append(f"n={s['n']}  median {s['median']:.1f}  range {s['min']:.1f}–{s['max']:.1f}"
                      f" ({s['spread']:.1%})\n")
+        if self.decision:
+            t.append("look ", style="bold")
+            t.append(self.decision)
+        elif self.plan:
+            t.append("plan ", style="bold")
+            t.append(self.plan, style="dim")
         t.rstrip()
         self.update(t)
 

@@ -17,6 +17,8 @@ from .bigtext import BigText
 BANNER: dict[str, tuple[str, str]] = {
     "accepted": ("TIER", "-tier"),
     "none": ("NONE", "-none"),
+    "undecided": ("UNDECIDED", "-none"),
+    "slower": ("SLOWER", "-bad"),
     "noise": ("NOISE", "-noise"),
     "rejected": ("REJECTED", "-bad"),
     "infra": ("INFRA", "-infra"),
@@ -58,8 +60,15 @@ def _interval(iv: Any) -> str:
 
 
 def noise_text(report: dict[str, Any]) -> Text:
-    """A noise round's report (stats.noise_report) as the gate returned it."""
+    """A noise round's report as the gate returned it: pair noise (schema 2) or the old spread."""
     t = Text()
+    if "sd" in report:
+        t.append("pair noise ", style="bold")
+        t.append(f"SD {_share(report.get('sd'))} (95% {_share(report.get('lower'))}–{_share(report.get('upper'))}) "
+                 f"over {report.get('pairs', 0)} pairs  gain {_pct(report.get('gain'))}\n")
+        t.append("decides ", style="bold")
+        t.append(f"gains ≥ {_share(report.get('decidable_gain'))} within {report.get('max_pairs', '?')} pairs")
+        return t
     t.append("noise ", style="bold")
     t.append(f"spread {_share(report.get('spread'))} over {report.get('pairs', 0)} pairs"
              f"  gain {_pct(report.get('gain'))} {_interval(report.get('interval'))}\n")
@@ -91,6 +100,14 @@ def arithmetic_text(speed: dict[str, Any]) -> Text:
         t.append("  band ")
         t.append(str(speed["band"]), style="bold")
     t.append("\n")
+    d = speed.get("decision")
+    if isinstance(d, dict):
+        t.append("pairs ", style="bold")
+        t.append(f"{d.get('pairs')}" + (f" (+{d['prior_pairs']} pooled)" if d.get("prior_pairs") else ""))
+        t.append(f"  state {d.get('state')}  levels {1 - float(speed.get('confidence') or 0.99):.0%}")
+        if speed.get("pair_sd") is not None:
+            t.append(f"  pair SD {_share(speed.get('pair_sd'))}")
+        t.append("\n")
     t.append(f"frontier {_num(speed.get('frontier'))}")
     if speed.get("frontier_source"):
         t.append(f" ({speed['frontier_source']})")
@@ -139,6 +156,9 @@ class VerdictPanel(Vertical):
         t.append(f"outcome {v.get('outcome', '?')}", style="bold")
         if v.get("tier"):
             t.append(f"  tier {v['tier']}", style="bold")
+            span = v.get("tier_span")
+            if span and span[0] != span[-1]:
+                t.append(f" (interval spans {span[0]}–{span[-1]})")
         if v.get("would_be_tier"):
             t.append(f"  would be tier {v['would_be_tier']}")
         if "exit_code" in v:

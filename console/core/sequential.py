@@ -1,0 +1,415 @@
+"""Decisions at stated error rates: one paired estimand, a confidence sequence, a stopping rule.
+
+**The estimand.** θ, the mean of log(candidate / main) over adjacent pairs of timed reps in
+the round's drift-cancelling order (A B B A …): the gain is exp(θ) − 1. The gain, its
+interval, the tier and the stopping rule all come from these pairs and nothing else.
+
+**The method.** Lai's scale-invariant t-mixture confidence sequence for a Gaussian mean
+with unknown variance (Lai 1976; Wang & Ramdas 2023, "Anytime-valid t-tests and confidence
+sequences for Gaussian means with unknown variance"). For one round's pairs x₁…xₙ and a
+candidate mean μ, with S = Σ(x − μ) and V = Σ(x − μ)²,
+
+    E(μ) = sqrt(c² / (n + c²)) · (V / (V − S² / (n + c²)))^(n/2)
+
+is a nonnegative martingale when μ is the true mean, whatever σ is. By Ville's inequality
+the chance that it *ever* reaches 1/α is at most α, so {μ : E(μ) < 1/α} covers θ at every
+n simultaneously: the round may look after every pair and stop when it likes. Reruns of
+the same candidate multiply their rounds' e-values (optional continuation), so one
+sequence runs across reruns and rerunning until lucky buys nothing.
+
+Why this one: it needs no estimate of σ (a plug-in σ would break the guarantee, and σ is
+exactly what differs between nodes and rounds), it has a closed form, it has no fixed look
+schedule, and reruns compose by multiplication. The price is width at small n against a
+fixed-n t interval (about 1.4× at 16 pairs); c² tunes where it is tightest (c² = 1: 8-30
+pairs). The sequence is intersected over n, so its ends only ever tighten.
+
+**The decision** (levels from the profile: ``false_accept`` α, ``miss`` β):
+
+- ``accepted`` when the tier basis' lower end (level α) clears ``significance``;
+- ``slower`` when the gain's upper end (level α) is below zero;
+- ``none`` when the basis' upper end (level β) is below ``min_gain``, the smallest gain the
+  profile cares about;
+- else still ``open``; a round whose budget is spent while open is ``undecided``.
+
+The tier is the band of the basis' lower end; while the interval spans several bands the
+round keeps sampling (within budget) and, if it must stop, reports the span.
+
+Pure: numpy and scipy only, no I/O.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+METHOD = "t-mixture confidence sequence (Lai 1976), e-values multiplied across reruns"
+_GRID = 256            # points scanned between round means (several rounds only)
+
+
+# --- the e-value of one round --------------------------------------------------------
+
+def log_evalue(xs: Sequence[float], mu: Any, c2: float) -> Any:
+    """log E(μ) for one round's pairs (0 for fewer than two pairs: no evidence); μ may be an array."""
+    x = np.asarray(xs, dtype=float)
+    return _log_e(len(x), float(x.sum()), float((x * x).sum()), np.asarray(mu, dtype=float), c2)
+
+
+def _log_e(n: int, sx: float, sxx: float, mu: np.ndarray, c2: float) -> np.ndarray:
+    """log E(μ) from a round's sufficient statistics (n, Σx, Σx²)."""
+    if n < 2:
+        return np.zeros_like(mu)
+    s = sx - n * mu
+    v = np.maximum(sxx - 2.0 * mu * sx + n * mu * mu, 1e-300)
+    rest = np.maximum(1.0 - s * s / ((n + c2) * v), 1e-300)
+    return 0.5 * math.log(c2 / (n + c2)) - 0.5 * n * np.log(rest)
+
+
+def _log_evalue_limit(n: int, c2: float) -> float:
+    """log E as μ runs to ±∞: the most evidence n pairs can ever give against any μ."""
+    return 0.0 if n < 2 else 0.5 * (n - 1) * math.log((n + c2) / c2)
+
+
+def _closed_form(n: int, sx: float, sxx: float, alpha: float, c2: float) -> tuple[float, float]:
+    """{μ : E(μ) < 1/α} for one round: x̄ ± sqrt(q·SS / (n(n − q)))."""
+    if n < 2:
+        return (-math.inf, math.inf)
+    mean = sx / n
+    ss = max(sxx - sx * mean, 0.0)
+    k = math.sqrt((n + c2) / c2) / alpha
+    q = (n + c2) * (1.0 - k ** (-2.0 / n))
+    if q >= n:
+        return (-math.inf, math.inf)
+    half = math.sqrt(q * ss / (n * (n - q)))
+    return (mean - half, mean + half)
+
+
+Stats = tuple[int, float, float]      # (n, Σx, Σx²) of one round's log ratios
+
+
+def stats_of(xs: Sequence[float]) -> Stats:
+    x = np.asarray(xs, dtype=float)
+    return (len(x), float(x.sum()), float((x * x).sum()))
+
+
+def sequence_at(rounds: Sequence[Stats], alpha: float, c2: float) -> tuple[float, float]:
+    """The confidence set for θ (log scale) given every round's pairs so far, at level α.
+
+    One round has a closed form. Several rounds multiply their e-values; each round's
+    log E is monotone away from its own mean, so outside the span of the round means the
+    sum is monotone and the bounds are found by root finding; inside it, by a scan. The
+    hull of the set is returned. (nan, nan) when the rounds contradict each other (no μ
+    is consistent with all of them: the rounds did not measure the same thing).
+    """
+    rounds = [r for r in rounds if r[0] > 0]
+    if not rounds:
+        return (-math.inf, math.inf)
+    if len(rounds) == 1:
+        return _closed_form(*rounds[0], alpha, c2)
+    bar = math.log(1.0 / alpha)
+
+    def f(mu: Any) -> Any:
+        m = np.asarray(mu, dtype=float)
+        return sum(_log_e(n, sx, sxx, m, c2) for n, sx, sxx in rounds) - bar
+
+    means = [sx / n for n, sx, _ in rounds]
+    a, b = min(means), max(means)
+    grid = np.linspace(a, b, _GRID) if b > a else np.array([a])
+    inside = grid[f(grid) < 0]
+    if not len(inside):
+        return (math.nan, math.nan)
+    limit = sum(_log_evalue_limit(n, c2) for n, _, _ in rounds) - bar
+    pooled_n = sum(n for n, _, _ in rounds)
+    pooled_var = max(sum(sxx for _, _, sxx in rounds) / pooled_n - (sum(sx for _, sx, _ in rounds) / pooled_n) ** 2,
+                     1e-12)
+
+    def edge(start: float, step: float) -> float:
+        # walk outward from a point inside until f turns non-negative, then bisect
+        if limit <= 0:
+            return math.copysign(math.inf, step)
+        lo, dist = start, abs(step)
+        while dist < 1e6:
+            hi = start + math.copysign(dist, step)
+            if float(f(hi)) >= 0:
+                return optimize.brentq(lambda m: float(f(m)), *sorted((lo, hi)), xtol=1e-12)
+            lo, dist = hi, dist * 2.0
+        return math.copysign(math.inf, step)
+
+    step = math.sqrt(pooled_var)
+    return (edge(float(inside[0]), -step), edge(float(inside[-1]), step))
+
+
+def running_sequence(rounds: Sequence[Sequence[float]], alpha: float, c2: float,
+                     min_pairs: int = 2) -> list[tuple[float, float]]:
+    """The sequence after each pair of the last round (earlier rounds whole), intersected
+    over n: entry k is the set after the last round's (k+1)-th pair. Looks before
+    ``min_pairs`` pairs in all are skipped (the set is unbounded there anyway)."""
+    rounds = [list(r) for r in rounds] or [[]]
+    before = [stats_of(r) for r in rounds[:-1]]
+    last = np.asarray(rounds[-1], dtype=float)
+    prior_n = sum(n for n, _, _ in before)
+    sx, sxx = np.cumsum(last), np.cumsum(last * last)
+    out: list[tuple[float, float]] = []
+    lo, hi = -math.inf, math.inf
+    for k in range(1, len(last) + 1):
+        if prior_n + k >= min_pairs:
+            a, b = sequence_at(before + [(k, float(sx[k - 1]), float(sxx[k - 1]))], alpha, c2)
+            if math.isnan(a):
+                return out + [(math.nan, math.nan)] * (len(last) - k + 1)
+            lo, hi = max(lo, a), min(hi, b)
+        out.append((lo, hi))
+    return out
+
+
+# --- the rules of a decision -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Design:
+    """What a sequential decision needs from the profile (``GateRules``)."""
+    false_accept: float = 0.01      # α: chance of accepting a candidate no faster than ``significance``
+    miss: float = 0.05              # β: chance of calling ``none`` on a true gain of ``min_gain``
+    significance: float = 0.02      # the least gain that can be accepted
+    min_gain: float = 0.035         # the smallest gain the profile cares about
+    min_pairs: int = 4
+    max_pairs: int = 32
+    mixture: float = 1.0            # c²
+
+    @classmethod
+    def of(cls, rules: Any) -> "Design":
+        return cls(false_accept=rules.false_accept, miss=rules.miss, significance=rules.significance,
+                   min_gain=rules.min_gain, min_pairs=rules.min_pairs, max_pairs=rules.max_pairs,
+                   mixture=rules.mixture)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """How a gain against main this round becomes the tier basis: against the higher of main's
+    level and the pinned frontier, and against the anchor when one is set, whichever is
+    smaller. ``main_level`` is main's median this round; with no pin above it and no anchor
+    the basis is the gain itself, and it is never above it."""
+    main_level: float
+    frontier: float = 0.0           # the lock's pin (0 = none)
+    anchor: float = 0.0
+
+    @property
+    def reference(self) -> float:
+        return max(self.frontier, self.main_level)
+
+    def of(self, gain: float) -> float:
+        if not math.isfinite(gain):
+            return gain
+        ref = self.reference
+        delta = (1.0 + gain) * self.main_level - ref
+        out = gain if ref == self.main_level else delta / ref     # exact when main is the frontier
+        if self.anchor > 0:
+            out = min(out, delta / self.anchor)
+        return out
+
+    @property
+    def kind(self) -> str:
+        """Which denominator binds for a gain: "anchor" when it is the larger denominator
+        (the smaller basis), else "frontier" (the higher of the pin and main this round)."""
+        return "anchor" if self.anchor > self.reference else "frontier"
+
+
+def _gain(log_x: float) -> float:
+    """exp(x) − 1; an unbounded end stays unbounded (±inf), it is not a −100 % gain."""
+    return math.expm1(log_x) if math.isfinite(log_x) else log_x
+
+
+def band(basis: float, bands: Any) -> str:
+    """xs < s ≤ s-band < m ≤ m-band < l ≤ l-band < xl ≤ xl-band."""
+    for name in ("xl", "l", "m", "s"):
+        if basis >= getattr(bands, name):
+            return name
+    return "xs"
+
+
+@dataclass
+class Decision:
+    state: str                      # "accepted" | "none" | "slower" | "open" | "conflict"
+    pairs: int                      # this round's pairs
+    prior_pairs: int                # pairs pooled from earlier rounds of the same candidate
+    estimate: float                 # pooled mean log ratio -> gain
+    interval: tuple[float, float]   # the gain's sequence at level α
+    upper_miss: float               # the gain's upper end at level β
+    basis_interval: tuple[float, float]
+    basis_upper_miss: float
+    tier: str | None = None
+    span: tuple[str, str] | None = None   # bands the basis interval spans when not settled
+    settled: bool = False           # nothing left to learn within this design
+
+    @property
+    def done(self) -> bool:
+        """Whether the round can stop: decided, and for an accepted tier, settled."""
+        return self.state in ("none", "slower", "conflict") or (self.state == "accepted" and self.settled)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gain"] = self.estimate
+        return d
+
+
+def trajectory(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, bands: Any) -> list[Decision]:
+    """The decision after each pair of this round. ``rounds`` are earlier rounds' log ratios
+    of the same candidate (pooled) and, last, this round's. The round's stopping rule and
+    the verdict both read this; the verdict is its last entry."""
+    rounds = [list(r) for r in rounds] or [[]]
+    prior = sum(len(r) for r in rounds[:-1])
+    seq_a = running_sequence(rounds, design.false_accept, design.mixture, design.min_pairs)
+    seq_b = running_sequence(rounds, design.miss, design.mixture, design.min_pairs)
+    before = [x for r in rounds[:-1] for x in r]
+    total = np.cumsum(np.asarray(rounds[-1], dtype=float)) + math.fsum(before)
+    out = []
+    for k, ((lo_a, hi_a), (_, hi_b)) in enumerate(zip(seq_a, seq_b), start=1):
+        est = _gain(float(total[k - 1]) / (prior + k))
+        out.append(_judge(k, prior, est, lo_a, hi_a, hi_b, design, basis, bands))
+    return out
+
+
+def decide_pairs(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, bands: Any) -> Decision:
+    """The decision after every pair so far (see ``trajectory``)."""
+    steps = trajectory(rounds, design, basis, bands)
+    if steps:
+        return steps[-1]
+    prior = sum(len(r) for r in rounds[:-1]) if rounds else 0
+    return _judge(0, prior, math.nan, -math.inf, math.inf, math.inf, design, basis, bands)
+
+
+def _judge(pairs: int, prior: int, est: float, lo_a: float, hi_a: float, hi_b: float,
+           design: Design, basis: Basis, bands: Any) -> Decision:
+    g_lo, g_hi, g_hi_b = _gain(lo_a), _gain(hi_a), _gain(hi_b)
+    b_lo, b_hi, b_hi_b = basis.of(g_lo), basis.of(g_hi), basis.of(g_hi_b)
+    d = Decision("open", pairs, prior, est, (g_lo, g_hi), g_hi_b, (b_lo, b_hi), b_hi_b)
+    if math.isnan(lo_a):
+        d.state, d.settled = "conflict", True
+    elif g_hi < 0:
+        d.state, d.settled = "slower", True
+    elif b_lo > design.significance and not math.isclose(b_lo, design.significance, rel_tol=1e-12):
+        # (a gain equal to the bar within floating-point error is not above it)
+        d.state = "accepted"
+        d.tier = band(b_lo, bands)
+        top = band(b_hi, bands) if math.isfinite(b_hi) else "xl"
+        d.settled = top == d.tier
+        if not d.settled:
+            d.span = (d.tier, top)
+    elif b_hi_b < design.min_gain:
+        d.state, d.settled = "none", True
+    return d
+
+
+# --- planning -----------------------------------------------------------------------
+
+def half_width(n: int, sd: float, alpha: float, c2: float) -> float:
+    """The sequence's half-width (log scale) after n pairs whose sample SD is ``sd``."""
+    if n < 2:
+        return math.inf
+    xs = np.zeros(n)
+    xs[0], xs[1] = sd * math.sqrt((n - 1) / 2.0), -sd * math.sqrt((n - 1) / 2.0)
+    lo, hi = _closed_form(*stats_of(xs), alpha, c2)
+    return (hi - lo) / 2.0
+
+
+def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000) -> int | None:
+    """About how many pairs decide a true ``gain`` (accept above ``significance``, or ``none``
+    below ``min_gain``) with chance 1 − β, at pair-noise ``sd``; None beyond ``limit``."""
+    theta = math.log1p(gain)
+    z = float(sps.norm.ppf(1.0 - design.miss))
+    accept_bar, none_bar = math.log1p(design.significance), math.log1p(design.min_gain)
+    n = max(2, design.min_pairs)
+    while n <= limit:
+        hw_a = half_width(n, sd, design.false_accept, design.mixture)
+        hw_b = half_width(n, sd, design.miss, design.mixture)
+        wobble = z * sd / math.sqrt(n)
+        if theta - wobble - hw_a > accept_bar or theta + wobble + hw_b < none_bar:
+            return n
+        n += 1 if n < 64 else max(1, n // 16)
+    return None
+
+
+def smallest_decidable_gain(sd: float, design: Design, pairs: int | None = None) -> float:
+    """The smallest gain that is accepted, with chance 1 − β, within ``pairs`` (the budget)."""
+    n = pairs or design.max_pairs
+    z = float(sps.norm.ppf(1.0 - design.miss))
+    return math.expm1(math.log1p(design.significance) + half_width(n, sd, design.false_accept, design.mixture)
+                      + z * sd / math.sqrt(n))
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the round can decide before it spends a rep: from the node's recorded noise."""
+    sd: float | None                # the pair noise planned for (log scale)
+    sd_source: str                  # "node record" | "profile default"
+    max_pairs: int
+    decidable_gain: float | None    # smallest gain accepted within budget with chance 1 − β
+    min_gain_pairs: int | None      # pairs to decide a true gain of ``min_gain``
+    false_accept: float
+    miss: float
+
+    def sentence(self) -> str:
+        if self.decidable_gain is None or not math.isfinite(self.decidable_gain):
+            return (f"this node cannot decide any gain within {self.max_pairs} pairs at "
+                    f"{self.false_accept:.0%} / {self.miss:.0%}")
+        need = (f"; a gain of the profile's smallest size needs about {self.min_gain_pairs} pairs"
+                if self.min_gain_pairs else "; the profile's smallest gain is not decidable within 10000 pairs")
+        return (f"this node decides gains ≥ {self.decidable_gain:.1%} within {self.max_pairs} pairs at "
+                f"{self.false_accept:.0%} / {self.miss:.0%} (pair noise {self.sd:.1%}, {self.sd_source}){need}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preview(sd: float | None, design: Design, default_sd: float, source: str = "node record") -> Preview:
+    if sd is None or not sd > 0:
+        sd, source = default_sd, "profile default"
+    return Preview(sd=sd, sd_source=source, max_pairs=design.max_pairs,
+                   decidable_gain=smallest_decidable_gain(sd, design),
+                   min_gain_pairs=pairs_to_decide(design.min_gain, sd, design),
+                   false_accept=design.false_accept, miss=design.miss)
+
+
+# --- noise on the pair scale ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairNoise:
+    """The SD of paired log ratios of one build against itself, pooled over noise rounds."""
+    sd: float
+    df: int                         # pooled degrees of freedom (pairs − rounds)
+    lower: float                    # its 95 % interval
+    upper: float
+
+    @classmethod
+    def of(cls, sd: float, df: int) -> "PairNoise":
+        ss = sd * sd * df
+        return cls(sd, df, math.sqrt(ss / float(sps.chi2.ppf(0.975, df))),
+                   math.sqrt(ss / float(sps.chi2.ppf(0.025, df))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pair_noise(rounds: Sequence[Sequence[float]]) -> PairNoise | None:
+    """Pooled within-round SD of log ratios (each round about its own mean), with a χ² interval."""
+    ss, df = 0.0, 0
+    for r in rounds:
+        x = np.asarray(r, dtype=float)
+        if len(x) >= 2:
+            ss += float(((x - x.mean()) ** 2).sum())
+            df += len(x) - 1
+    if df < 1:
+        return None
+    return PairNoise.of(math.sqrt(ss / df), df)
+
+
+def noisier_than(xs: Sequence[float], node: PairNoise, level: float = 0.01) -> float | None:
+    """The round's pair SD when it is significantly above the node's record (F test at
+    ``level``), else None."""
+    x = np.asarray(xs, dtype=float)
+    if len(x) < 3 or node.df < 1 or node.sd <= 0:
+        return None
+    sd = float(x.std(ddof=1))
+    f = (sd / node.sd) ** 2
+    return sd if f > float(sps.f.ppf(1.0 - level, len(x) - 1, node.df)) else None
