@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal (default results/<profile>)")
         p.add_argument("--runtime", choices=["docker", "local"], default="docker",
                        help="docker (default) or local processes for nodes that forbid Docker")
-        p.add_argument("--reps", type=int, help="timed reps per build (default: the profile's)")
+        p.add_argument("--reps", type=int,
+                       help="timed pairs at most: a round stops earlier once decided (default: the profile's "
+                            "gate.max_pairs; a noise round runs bench.reps pairs)")
         p.add_argument("--lock", type=Path, help="reference.lock to read pins from and update (raise-only)")
         p.add_argument("--format", choices=["text", "jsonl"], default="text", help="headless output format")
         p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")

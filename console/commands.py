@@ -222,6 +222,8 @@ def cmd_ledger(args) -> int:
         old = f"{r.old_outcome} {r.old_tier or ''}".strip()
         new = f"{r.new_outcome} {r.new_tier or ''}".strip() if not r.error else f"error: {r.error}"
         mark = "  <- changed" if r.changed else ""
+        if any(w.get("code") == "legacy-rules" for w in (r.new_verdict or {}).get("warnings") or []):
+            mark += "  (schema 1: fixed-reps rules)"
         changed += bool(r.changed)
         print(f"{r.id[:12]}  {str(r.round_id):28}  {old:16}  {new:16}{mark}")
     print(f"{len(rows)} round(s) re-scored under {profile.path}; {changed} label(s) change; sealed files untouched")

@@ -474,7 +474,7 @@ def load_profile(path: str | Path) -> Profile:
             raise ProfileError(path, f"gate.guards[{i}]", "expected a table")
         gr = _Reader(path, g, f"gate.guards[{i}]", {"name", "depth", "tokens", "reps", "max_drop", "metric"})
         guards.append(Guard(name=gr.get("name", str), depth=gr.num("depth", lo=0, integer=True),
-                            tokens=gr.num("tokens", lo=1, integer=True), reps=gr.num("reps", 3, lo=1, integer=True),
+                            tokens=gr.num("tokens", lo=1, integer=True), reps=gr.num("reps", 5, lo=2, integer=True),
                             max_drop=gr.num("max_drop", 0.01, lo=0.0, hi=1.0), metric=gr.get("metric", str, "")))
     d = GateRules()
     gate = GateRules(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from console import events as ev
+from console.core.sequential import Preview
 
 EXIT_REPLAY_ABORTED = 130
 MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
@@ -210,6 +211,12 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                        ok=bool(graded["scored"].get(name)) if graded else bool(sp.get("ok", False)),
                                        error=sp.get("error"), at=t)
     yield ev.PhaseStarted(phase="reps", at=t)
+    seq = receipt.get("sequential") or {}
+    if isinstance(seq.get("preview"), dict):
+        preview = Preview(**seq["preview"])
+        prior = seq.get("prior") or []
+        yield ev.PlanReady(preview=seq["preview"], sentence=preview.sentence(), prior_rounds=len(prior),
+                           prior_pairs=sum(len(p.get("log_ratios") or []) for p in prior), at=t)
     for rep in receipt.get("reps") or []:
         yield ev.RepStarted(build=str(rep.get("build", "")), index=int(rep.get("index") or 0),
                             position=int(rep.get("position") or 0),
@@ -221,6 +228,11 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                      build=rep.get("build"), index=rep.get("index"), at=t)
         t += float(rep.get("wall_s") or 0.0)
         yield ev.RepDone(rep=rep, at=t)
+    d = (verdict.get("speed") or {}).get("decision")
+    if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
+        yield ev.DecisionStep(pairs=int(d.get("pairs") or 0), prior_pairs=int(d.get("prior_pairs") or 0),
+                              state=str(d.get("state")), gain=d.get("gain"), interval=list(d.get("interval") or []),
+                              tier=d.get("tier"), span=d.get("span"), at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
     end = _epoch(receipt.get("ended_at"), t)

@@ -134,6 +134,10 @@ class LineReporter:
                 pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
                 lines.append(f"  {d['pairs']} pairs{pooled}, {s.get('method', '')}; levels "
                              f"{1 - s.get('confidence', 0.99):.0%} false accept")
+        n = s.get("noise") or {}
+        if n.get("sd") is not None:
+            lines.append(f"  pair noise SD {n['sd']:.2%} (95% {n['lower']:.2%}–{n['upper']:.2%}) over {n['pairs']} pairs; "
+                         f"with it a round decides gains ≥ {n['decidable_gain']:.1%} within {n['max_pairs']} pairs")
         for r in v.get("reasons", []):
             lines.append(f"  - {r.get('message', r.get('code'))}")
         for w in v.get("warnings", []):
@@ -208,6 +212,18 @@ def markdown_summary(receipt: dict, verdict: dict) -> str:
         lines.append(f"- {r.get('message')}")
     for w in verdict.get("warnings", []):
         lines.append(f"- warning: {w.get('message')}")
+    s = verdict.get("speed") or {}
+    d = s.get("decision")
+    if isinstance(d, dict):
+        iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
+        pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
+        gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
+        lines += ["", f"Decided on {d['pairs']} pairs{pooled}: gain {gain}, interval [{iv}] at the "
+                      f"{1 - s.get('confidence', 0.99):.0%} false-accept level ({s.get('method')})."]
+        plan = (receipt.get("sequential") or {}).get("preview")
+        if isinstance(plan, dict) and plan.get("decidable_gain") is not None:
+            lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
+                         f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
     for b in ("main", "candidate"):

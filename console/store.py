@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 import tomlkit
 
 from console.core import ledger as L
+from console.core.reruns import prior_problems
 
 
 # --- durable writes ------------------------------------------------------------
@@ -166,6 +167,7 @@ def verify_dir(out_dir: str | os.PathLike[str]) -> list[L.Problem]:
     entries, problems = read_ledger(out)
     problems += [_absolute(p, out) for p in L.verify(entries, lambda rid: load_receipt(out, rid))]
     problems += [_absolute(p, out) for p in L.orphans(entries, receipt_ids(out))]
+    problems += [_absolute(p, out) for p in prior_problems(ledger_receipts(out))]
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 

@@ -39,8 +39,8 @@ def test_rules_round_trip_through_a_receipt_table():
 
 
 @pytest.mark.parametrize("edit, key, expected", [
-    (lambda t: t.replace("reps = 5", "repz = 5"), "bench.repz", "unknown key"),
-    (lambda t: t.replace("reps = 5", 'reps = "five"'), "bench.reps", "expected an integer"),
+    (lambda t: t.replace("reps = 10", "repz = 10"), "bench.repz", "unknown key"),
+    (lambda t: t.replace("reps = 10", 'reps = "ten"'), "bench.reps", "expected an integer"),
     (lambda t: t.replace("top1_min = 0.95", "top1_min = 1.5"), "gate.top1_min", "expected a value in"),
     (lambda t: t.replace('shortcut = "seek"', 'shortcut = "teleport"'), "bench.shortcut", "expected 'none' or 'seek'"),
     (lambda t: t.replace("depths = [4, 128", "depths = [128, 4"), "parity.depths", "strictly increasing"),

@@ -7,10 +7,13 @@ rather than keeping its own copy:
 - ``summarize``: per-build figures over exactly those reps;
 - ``grade_depths`` / ``parity_ok``: per-depth grades (ratchet against main) and the parity verdict;
 - ``path_problems`` / ``path_ok``: the scored-path and timed-path bars;
-- ``decide``: the verdict of a round or a noise round (the apparatus refusal included).
+- ``decide``: the verdict of a round or a noise round (the apparatus refusal included);
+- ``log_ratios`` / ``progress``: the paired estimand, and the decision so far (the round's
+  stopping rule), both from ``sequential`` (docs/DECIDING.md).
 
-Order: apparatus → parity → claims → guards → significance → tier → plausibility. Each stage
-can end the decision; later stages never soften an earlier one.
+Order: apparatus → parity → claims → guards → the sequential decision (and its tier) →
+plausibility. Each stage can end the decision; later stages never soften an earlier one.
+Schema-1 receipts reach the same stages and are then judged by ``legacy``.
 
 Who is blamed for what:
 
@@ -24,8 +27,9 @@ Who is blamed for what:
   of every statistic; too few valid reps left is ``infra`` with a diagnosis.
 - A receipt whose status is ``infra`` is ``infra``, whatever it measured.
 
-Outcomes and exit codes: accepted/none 0, rejected 1, infra 3, implausible and
-uncheckable 4 (held for review). Noise receipts give ``noise`` (0) or ``infra``.
+Outcomes and exit codes: accepted/none/undecided 0, rejected 1, slower 1 (0 when the profile
+records it), infra 3, implausible and uncheckable 4 (held for review). Noise receipts give
+``noise`` (0) or ``infra``.
 """
 from __future__ import annotations
 
@@ -332,7 +336,7 @@ def _status_problems(rep: Rep) -> list[tuple[str, str]]:
 # --- guards -------------------------------------------------------------------------
 
 def _check_guards(c: Counted, lock: Pins, rules: GateRules,
-                  reasons: list, warnings: list, infra: list) -> dict[str, Any]:
+                  reasons: list, warnings: list, infra: list, legacy_rules: bool = False) -> dict[str, Any]:
     out = {}
     for g in rules.guards:
         pinned = float(lock.guards.get(g.name) or 0.0)
@@ -356,12 +360,15 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
                                                  f"with its floor {_num(floor)}", build="candidate"))
             continue
         med = row["candidate_median"]
-        if med < row["min_allowed"]:
-            reasons.append(reason("guard-breach",
-                                  f"guard {g.name} (depth {g.depth}): median {_num(med)} is "
-                                  f"{_pct(med / floor - 1)} against its floor {_num(floor)}; at most "
-                                  f"{g.max_drop:.1%} below ({_num(row['min_allowed'])}) is allowed",
-                                  figure=f"guard:{g.name}", bar=row["min_allowed"], value=med))
+        if legacy_rules:        # schema 1: the median against the allowed minimum
+            if med < row["min_allowed"]:
+                reasons.append(reason("guard-breach",
+                                      f"guard {g.name} (depth {g.depth}): median {_num(med)} is "
+                                      f"{_pct(med / floor - 1)} against its floor {_num(floor)}; at most "
+                                      f"{g.max_drop:.1%} below ({_num(row['min_allowed'])}) is allowed",
+                                      figure=f"guard:{g.name}", bar=row["min_allowed"], value=med))
+        elif (breach := _guard_breach(c, g, floor, source, rules, row)) is not None:
+            reasons.append(breach)
         if source == "lock" and main_med is not None and main_med > floor * (1 + rules.significance):
             warnings.append(warning("guard-floor-stale",
                                     f"guard {g.name}: main measures {_pct(row['main_median'] / floor - 1)} above "
@@ -369,7 +376,36 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
     return out
 
 
-# --- significance, tier, plausibility -----------------------------------------------------
+def _guard_breach(c: Counted, g: Any, floor: float, source: str, rules: GateRules,
+                  row: dict[str, Any]) -> Reason | None:
+    """A guard is breached only when the candidate is decidedly below the allowed minimum:
+    the one-sided upper bound (Student t on the logs, at ``gate.false_accept``) of its level,
+    paired with main's guard reps when main this round is the floor, is under it. A noisy
+    rep or two cannot reject a candidate; a real drop on a quiet node still does."""
+    cand = c.valid.get(("candidate", f"guard:{g.name}"), [])
+    if source == "main this round":
+        main = {r.index: r for r in c.valid.get(("main", f"guard:{g.name}"), [])}
+        logs = [math.log(float(r.value) / float(main[r.index].value)) for r in cand if r.index in main]
+        scale, what = floor, "paired with main's guard reps"
+    else:
+        logs = [math.log(float(r.value)) for r in cand]
+        scale, what = 1.0, "its level"
+    if len(logs) < 2:
+        row["upper"] = None
+        return None
+    level = rules.false_accept
+    upper = scale * math.exp(stats.mean(logs) + stats.t_quantile(1 - level, len(logs) - 1)
+                             * stats.stdev(logs) / math.sqrt(len(logs)))
+    row.update(upper=upper, level=level)
+    if upper >= row["min_allowed"]:
+        return None
+    med = row["candidate_median"]
+    return reason("guard-breach", f"guard {g.name} (depth {g.depth}): median {_num(med)} is {_pct(med / floor - 1)} "
+                                  f"against its floor {_num(floor)} ({source}); {what}, at most {_num(upper)} at the "
+                                  f"{1 - level:.0%} level, below the {_num(row['min_allowed'])} allowed "
+                                  f"({g.max_drop:.1%} under the floor)",
+                  figure=f"guard:{g.name}", bar=row["min_allowed"], value=upper)
+
 
 # --- decide ----------------------------------------------------------------------------
 
@@ -428,7 +464,7 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
 
     guard_reasons: list[Reason] = []
     guard_infra: list[Reason] = []
-    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra)
+    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, legacy_rules=r.legacy)
     if guard_reasons:
         return verdict("rejected", guard_reasons, suppressed="guard breached", guards=guards)
     if guard_infra:
@@ -515,15 +551,16 @@ def design_of(rules: GateRules) -> sequential.Design:
 
 
 def basis_of(c: Counted, lock: Pins, rules: GateRules) -> sequential.Basis:
-    return sequential.Basis(stats.median(c.values("main")), float(lock.frontier or 0.0), rules.anchor)
+    main = c.values("main")
+    return sequential.Basis(stats.median(main) if main else 1.0, float(lock.frontier or 0.0), rules.anchor)
 
 
 def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequential.Decision | None:
-    """The decision so far, for the round's stopping rule: None while nothing can be decided
-    from speed (a build's claims refused, fewer than two valid reps of either build)."""
+    """The decision so far, for the round's stopping rule: None once nothing can be decided
+    from speed any more (a build's claims refused, a failed run)."""
     r = as_receipt(receipt)
     c = counted(r, rules)
-    if c.problems["main"] or c.problems["candidate"] or any(len(c.values(b)) < 1 for b in BUILDS):
+    if c.problems["main"] or c.problems["candidate"]:
         return None
     prior = [p.log_ratios for p in r.sequential.prior] if r.sequential else []
     return sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules), basis_of(c, r.lock, rules), rules.bands)

@@ -16,6 +16,7 @@ import json
 from typing import Any, Mapping
 
 from console.core.gate import counted, decide, log_ratios
+from console.core.ledger import Problem, receipt_file
 from console.core.receipt import SCHEMA_1, PriorRound, ProfileRecord, as_receipt
 
 # Outcomes whose pairs the gate read: anything else never reached the speed decision.
@@ -45,4 +46,31 @@ def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str) -> list[Prio
         xs = log_ratios(counted(r, r.rules))
         if xs:
             out.append(PriorRound(receipt=rid, round_id=r.round_id, log_ratios=xs))
+    return out
+
+
+def prior_problems(ledger: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """Every pooled round a receipt cites must be sealed before it in the same ledger, be of
+    the same experiment, and give the pairs the receipt copied: a verdict cannot pool pairs
+    that no sealed round measured."""
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for rid, d in ledger.items():
+        seq = d.get("sequential") or {}
+        for p in seq.get("prior") or []:
+            cited = str(p.get("receipt") or "")
+
+            def bad(code: str, msg: str) -> None:
+                out.append(Problem(code, f"pooled round {cited[:12]}: {msg}", receipt_file(rid), None, rid))
+            if cited not in seen:
+                bad("prior-not-in-ledger", "is not sealed earlier in this ledger")
+                continue
+            earlier = ledger[cited]
+            if (earlier.get("sequential") or {}).get("experiment") != seq.get("experiment"):
+                bad("prior-other-experiment", "measured another experiment (other trees, node or profile)")
+                continue
+            r = as_receipt(earlier)
+            if [float(x) for x in p.get("log_ratios") or []] != log_ratios(counted(r, r.rules)):
+                bad("prior-pairs-differ", "the pairs copied into this receipt are not the ones that round measured")
+        seen.add(rid)
     return out

@@ -340,7 +340,8 @@ class Round:
             d = gate.progress(receipt, p.gate)
             if d is None:
                 stopped = "claims"
-                self._notice("warn", "claims-refused", "a build's claims were refused: no more timed pairs are run")
+                self._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "
+                             "are run (the verdict says which and why)")
                 break
             self._emit(ev.DecisionStep(pairs=d.pairs, prior_pairs=d.prior_pairs, state=d.state, gain=_finite(d.estimate),
                                        interval=[_finite(x) for x in d.interval], tier=d.tier,

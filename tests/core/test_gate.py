@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from console.core.gate import BANDS, Verdict, band, counted, decide
 from console.core.receipt import SCHEMA_1
 from console.core.stats import stdev
-from console.profile import Bands, rules_from_dict
+from console.profile import Bands, Guard, rules_from_dict
 
 from .receipts import MAIN, OUTCOME_RECEIPTS, default_rules, depth_figures, make_receipt, timed, variant
 
@@ -544,3 +544,27 @@ def test_measured_noise_raised_the_schema_1_significance_threshold():
     assert v.outcome == "none" and v.tier is None
     assert v.to_dict()["speed"]["threshold"] == 0.08
     assert any(w["code"] == "threshold-below-noise" for w in v.to_dict()["warnings"])
+
+
+def test_two_noisy_guard_reps_do_not_reject_an_unchanged_candidate():
+    # measured on the 2-core node: the `noise` candidate (main's own code) had two guard reps 20 % low
+    guards = {"decode_ctx128": ((696.37, 704.22, 701.88), (560.59, 539.97, 705.61))}
+    r = make_receipt(guards=guards)
+    r["lock"]["guards"]["decode_ctx128"] = 0.0
+    v = decide(r, default_rules(guards=(Guard("decode_ctx128", 128, 768, reps=3, max_drop=0.10),)))
+    assert "guard-breach" not in codes(v)
+    row = v.speed.guards["decode_ctx128"]
+    assert row["candidate_median"] < row["min_allowed"] < row["upper"]
+    # the schema-1 rule, the median against the floor, did reject it
+    old = make_receipt(guards=guards, schema=SCHEMA_1, main=MAIN[:5], cand=scaled(MAIN[:5], 1.055))
+    old["lock"]["guards"]["decode_ctx128"] = 0.0
+    assert codes(decide(old, default_rules(guards=(Guard("decode_ctx128", 128, 768, reps=3, max_drop=0.10),)))) \
+        == ["guard-breach"]
+
+
+def test_a_real_guard_drop_on_a_quiet_node_is_still_rejected():
+    guards = {"decode_ctx128": ((700.0, 702.0, 699.0, 701.0, 700.5), (560.0, 563.0, 559.0, 561.0, 562.0))}
+    r = make_receipt(guards=guards)
+    r["lock"]["guards"]["decode_ctx128"] = 0.0
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["guard-breach"] and "paired with main" in v.reasons[0].message

@@ -115,3 +115,7 @@ def test_the_cli_verifies_and_re_derives_the_old_receipts(capsys):
         out = capsys.readouterr()
         assert as_sealed_then(json.loads(out.out)) == close_to(stored) and code == stored["exit_code"]
         assert "differs" not in out.err
+    demo = Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
+    assert main(["ledger", "rescore", str(SEALED_V1), "--profile", str(demo)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("(schema 1: fixed-reps rules)") == len(_sealed_v1()) - 1    # every round, not the noise one

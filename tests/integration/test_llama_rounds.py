@@ -37,7 +37,7 @@ def llama(docker_client):
     return profile
 
 
-def run_round(profile, candidate, out: Path, reps: int = 5):
+def run_round(profile, candidate, out: Path, reps: int = 12):
     lock = lockfile.ensure(out / "reference.lock", profile)
     cfg = RoundConfig(profile=profile, main=profile.source, candidate=candidate, out_dir=out,
                       reps=reps, lock_path=lock)
@@ -60,10 +60,12 @@ def release_round(llama, tmp_path_factory):
 def test_two_releases_go_through_a_whole_round(llama, release_round, docker_client):
     rnd, events = release_round
     r, v = rnd.receipt, verdict_of(events)
-    assert v["outcome"] in ("accepted", "none", "rejected"), v
+    assert v["outcome"] in ("accepted", "none", "undecided", "slower", "rejected"), v
     # parity passed at every depth (the releases agree), so speed was measured
     assert not any(c.startswith("parity") for c in codes(v)), v["reasons"]
     assert len(timed_reps(r, "main")) >= 5 and len(timed_reps(r, "candidate")) >= 5
+    # two honest releases: no claim check refuses either (the wall-clock slope is an interval)
+    assert not any(c.startswith("claim") for c in codes(v)), v["reasons"]
     par = r["parity"]
     assert [d["depth"] for d in par["candidate"]["depths"]] == [16, 128, 256, 512, 768, 1024]
     assert par["main"]["depths"][-1]["kl"] == pytest.approx(0.0, abs=1e-9)   # the reference is main's own build
