@@ -3,7 +3,7 @@
     python benchmarks/decision_quality.py [--runs N] [--seed S] [RECEIPT_DIR ...]
 
 The noise model is fitted to recorded receipts (default: tests/data/receipts-v1 and
-benchmarks/data/receipts): per-rep log noise of each build, a slow random-walk drift
+benchmarks/data/receipts, demo rounds on the 2-core node): per-rep log noise of each build, a slow random-walk drift
 shared by both builds, heavy tails (Student t, 3 df), the candidate noisier than main.
 Rounds are simulated pair by pair in the round's A B B A order and decided by
 ``console.core.sequential.trajectory`` (the stopping rule and verdict of a round) under
@@ -31,13 +31,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.core import claims, legacy, sequential as S, stats  # noqa: E402
+from console.core import claims, legacy, sequential as S  # noqa: E402
 from console.core.gate import Counted, counted, log_ratios  # noqa: E402
 from console.core.receipt import Pins, Receipt, Rep  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 
 GAINS = (0.0, 0.02, 0.05, 0.10, 0.20)
 SOURCES = (ROOT / "tests" / "data" / "receipts-v1" / "receipts", ROOT / "benchmarks" / "data" / "receipts")
+REAL_ENGINE = ROOT / "benchmarks" / "data" / "receipts-llama"     # honest real-engine rounds, for the claim checks
 TAIL_DF = 3
 CAND_NOISIER = 1.3          # used when the receipts cannot separate the two builds' noise
 DRIFT_FLOOR = 0.005         # per rep: receipts show level changes of 10-20 % across a round; never model less
@@ -268,7 +269,7 @@ def claims_table(rng, model, rules, runs: int, recorded: list[Path]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="*", type=Path)
-    ap.add_argument("--runs", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "demo.toml")
     args = ap.parse_args()
@@ -283,7 +284,7 @@ def main() -> int:
     heavy = decision_table(rng, loaded(model), rules, max(args.runs // 2, 500), "loaded node (per-rep SD 12 %)")
     result["loaded"] = {k: heavy[k] for k in ("false_accept", "false_accept_reruns3", "miss_at_min_gain",
                                              "tier_accuracy", "expected_pairs")}
-    result["claims"] = claims_table(rng, model, rules, args.runs, paths)
+    result["claims"] = claims_table(rng, model, rules, args.runs, paths + sorted(REAL_ENGINE.glob("*.json")))
     result["model"] = model
     print(json.dumps(result, sort_keys=True))
     return 0

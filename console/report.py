@@ -56,7 +56,8 @@ class LineReporter:
             gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
             return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
                     f"{h.get('cpu_model', '?')} x{h.get('cores', '?')}, GPUs: {gpus}, "
-                    f"{e.plan.get('reps')} reps per build")
+                    + (f"timed pairs until decided, at most {e.plan.get('reps')}" if e.plan.get("sequential")
+                       else f"{e.plan.get('reps')} timed pairs"))
         if isinstance(e, ev.PhaseStarted):
             return self._c(f"== {e.phase}", "bold")
         if isinstance(e, ev.Notice):

@@ -482,6 +482,8 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
 
     speed, d = _speed(r, c, rules, warnings)
     speed.guards = guards
+    if (doubt := unresolved_claim(c)) is not None:
+        warnings.append(warning("claim-unresolved", f"{doubt}; more timed pairs would decide it"))
     if (held := _implausible(speed)) is not None:
         return verdict("implausible", [held], speed, would_be_tier=d.tier)
     if d.state == "conflict":
@@ -563,7 +565,21 @@ def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequenti
     if c.problems["main"] or c.problems["candidate"]:
         return None
     prior = [p.log_ratios for p in r.sequential.prior] if r.sequential else []
-    return sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules), basis_of(c, r.lock, rules), rules.bands)
+    d = sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules), basis_of(c, r.lock, rules), rules.bands)
+    d.pending = unresolved_claim(c)
+    return d
+
+
+def unresolved_claim(c: Counted) -> str | None:
+    """A build whose reported rate its wall clock does not support so far, although the bound
+    does not refuse it yet: the round keeps adding pairs (the verdict warns if it never resolves)."""
+    for b in BUILDS:
+        d = c.differential.get(b) or {}
+        if d.get("rate") is not None and d["rate"] < d.get("required_rate", 0.0):
+            return (f"{b}'s reported rate {_num(d['reported_median'])}/s is above what its wall clock shows so far "
+                    f"({_num(d['rate'])}/s, {_num(d['required_rate'])}/s needed): not yet refused at the "
+                    f"{d['level']:.1%} level")
+    return None
 
 
 def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Speed, sequential.Decision]:

@@ -241,10 +241,14 @@ class Decision:
     tier: str | None = None
     span: tuple[str, str] | None = None   # bands the basis interval spans when not settled
     settled: bool = False           # nothing left to learn within this design
+    pending: str | None = None      # why the round must not stop yet although the speed is decided
 
     @property
     def done(self) -> bool:
-        """Whether the round can stop: decided, and for an accepted tier, settled."""
+        """Whether the round can stop: decided, and for an accepted tier, settled; and nothing
+        else (a claim the wall clock does not yet support) still needs more pairs."""
+        if self.pending:
+            return False
         return self.state in ("none", "slower", "conflict") or (self.state == "accepted" and self.settled)
 
     def to_dict(self) -> dict[str, Any]:
@@ -350,7 +354,7 @@ class Preview:
     miss: float
 
     def sentence(self) -> str:
-        if self.decidable_gain is None or not math.isfinite(self.decidable_gain):
+        if self.decidable_gain is None or not math.isfinite(self.decidable_gain) or self.sd is None:
             return (f"this node cannot decide any gain within {self.max_pairs} pairs at "
                     f"{self.false_accept:.0%} / {self.miss:.0%}")
         need = (f"; a gain of the profile's smallest size needs about {self.min_gain_pairs} pairs"
@@ -359,7 +363,8 @@ class Preview:
                 f"{self.false_accept:.0%} / {self.miss:.0%} (pair noise {self.sd:.1%}, {self.sd_source}){need}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-ready: a gain no budget can decide is null, not infinity."""
+        return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in asdict(self).items()}
 
 
 def preview(sd: float | None, design: Design, default_sd: float, source: str = "node record") -> Preview:

@@ -133,3 +133,16 @@ def test_pair_noise_pools_within_rounds_and_flags_a_louder_round():
     assert n.df == 38 and 0.015 < n.sd < 0.025 and n.lower < n.sd < n.upper
     assert S.noisier_than(rng.normal(0, 0.08, 12), n) is not None
     assert S.noisier_than(rng.normal(0, 0.02, 12), n) is None
+
+
+def test_a_budget_too_small_to_decide_anything_is_said_and_stays_json():
+    pv = S.preview(0.08, S.Design(max_pairs=4), 0.05)
+    assert pv.to_dict()["decidable_gain"] is None and "cannot decide any gain within 4 pairs" in pv.sentence()
+
+
+def test_a_pending_claim_keeps_a_decided_round_open():
+    xs = [math.log1p(0.30) + 0.004 * (-1) ** k for k in range(12)]
+    d = S.decide_pairs([xs], DESIGN, SAME, BANDS)
+    assert d.done
+    d.pending = "the reported rate is above what the wall clock shows so far"
+    assert d.state == "accepted" and not d.done

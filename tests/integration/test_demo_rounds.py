@@ -44,7 +44,8 @@ def shared(tmp_path_factory, base_image):
     """The node's noise first (it sizes significance), then four rounds in one ledger."""
     out = tmp_path_factory.mktemp("ledger")
     rounds = {"node-noise": run_demo(None, out, reps=6)}
-    budget = {"fast": None, "noise": 10}        # inflate and fake-seek stop once their claims are refused
+    # a round stops once decided, or once a build's claims are refused (inflate, fake-seek)
+    budget = {"fast": None, "noise": 10, "inflate": None, "fake-seek": None}
     rounds.update({c: run_demo(c, out, reps=budget.get(c, 3)) for c in ("fast", "noise", "inflate", "fake-seek")})
     return out, rounds
 
