@@ -43,8 +43,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
+from scipy import special
 
 METHOD = "t-mixture confidence sequence (Lai 1976), e-values multiplied across reruns"
 _GRID = 256            # points scanned between round means (several rounds only)
@@ -134,7 +133,8 @@ def sequence_at(rounds: Sequence[Stats], alpha: float, c2: float) -> tuple[float
         while dist < 1e6:
             hi = start + math.copysign(dist, step)
             if float(f(hi)) >= 0:
-                return optimize.brentq(lambda m: float(f(m)), *sorted((lo, hi)), xtol=1e-12)
+                from scipy.optimize import brentq   # several rounds only: not paid at import
+                return brentq(lambda m: float(f(m)), *sorted((lo, hi)), xtol=1e-12)
             lo, dist = hi, dist * 2.0
         return math.copysign(math.inf, step)
 
@@ -321,7 +321,7 @@ def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000)
     """About how many pairs decide a true ``gain`` (accept above ``significance``, or ``none``
     below ``min_gain``) with chance 1 − β, at pair-noise ``sd``; None beyond ``limit``."""
     theta = math.log1p(gain)
-    z = float(sps.norm.ppf(1.0 - design.miss))
+    z = float(special.ndtri(1.0 - design.miss))
     accept_bar, none_bar = math.log1p(design.significance), math.log1p(design.min_gain)
     n = max(2, design.min_pairs)
     while n <= limit:
@@ -337,7 +337,7 @@ def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000)
 def smallest_decidable_gain(sd: float, design: Design, pairs: int | None = None) -> float:
     """The smallest gain that is accepted, with chance 1 − β, within ``pairs`` (the budget)."""
     n = pairs or design.max_pairs
-    z = float(sps.norm.ppf(1.0 - design.miss))
+    z = float(special.ndtri(1.0 - design.miss))
     return math.expm1(math.log1p(design.significance) + half_width(n, sd, design.false_accept, design.mixture)
                       + z * sd / math.sqrt(n))
 
@@ -389,8 +389,9 @@ class PairNoise:
     @classmethod
     def of(cls, sd: float, df: int) -> "PairNoise":
         ss = sd * sd * df
-        return cls(sd, df, math.sqrt(ss / float(sps.chi2.ppf(0.975, df))),
-                   math.sqrt(ss / float(sps.chi2.ppf(0.025, df))))
+        # χ² quantiles: chdtri(df, p) is the value exceeded with chance p
+        return cls(sd, df, math.sqrt(ss / float(special.chdtri(df, 0.025))),
+                   math.sqrt(ss / float(special.chdtri(df, 0.975))))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -417,4 +418,4 @@ def noisier_than(xs: Sequence[float], node: PairNoise, level: float = 0.01) -> f
         return None
     sd = float(x.std(ddof=1))
     f = (sd / node.sd) ** 2
-    return sd if f > float(sps.f.ppf(1.0 - level, len(x) - 1, node.df)) else None
+    return sd if f > float(special.fdtri(len(x) - 1, node.df, 1.0 - level)) else None

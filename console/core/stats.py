@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from scipy.stats import t as _t
+from scipy import special as _special     # the distributions without scipy.stats' import cost
 
 if TYPE_CHECKING:
     from console.core.receipt import Rep
@@ -89,13 +89,13 @@ def paired_ratios(reps: Iterable[Rep]) -> list[float]:
 def t_cdf(t: float, df: float) -> float:
     if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, got {df}")
-    return float(_t.cdf(t, df))
+    return float(_special.stdtr(df, t))
 
 
 def t_quantile(p: float, df: float) -> float:
     if not 0.0 < p < 1.0:
         raise ValueError(f"probability must be in (0, 1), got {p}")
-    return float(_t.ppf(p, df))
+    return float(_special.stdtrit(df, p))
 
 
 def linear_bound(terms: Sequence[tuple[float, Sequence[float]]], level: float, side: str) -> dict[str, Any]:
