@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from console.core import claims, legacy, sequential as S  # noqa: E402
 from console.core.gate import Counted, counted, log_ratios  # noqa: E402
 from console.core.receipt import Pins, Receipt, Rep  # noqa: E402
+from console.core.verdict import BANDS  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 
 GAINS = (0.0, 0.02, 0.05, 0.10, 0.20)
@@ -137,13 +138,9 @@ def tier_right(d: S.Decision, gain: float, bands) -> tuple[bool, bool]:
     """(right, exact): right when the truth is at or above the tier's lower edge and inside the
     span the verdict reports; exact when the tier is the truth's own band."""
     truth = S.band(gain, bands)
-    order = S_BANDS
     top = d.span[1] if d.span else d.tier
-    right = order.index(d.tier) <= order.index(truth) <= order.index(top)
+    right = BANDS.index(d.tier) <= BANDS.index(truth) <= BANDS.index(top)
     return right, d.tier == truth
-
-
-S_BANDS = ("xs", "s", "m", "l", "xl")
 
 
 def decision_table(rng, model, rules, runs: int, label: str) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 _REGISTRY: dict[str, type["Event"]] = {}
 
@@ -189,6 +189,14 @@ class DecisionStep(Event):
     interval: list[float | None]    # the gain's sequence at the false-accept level
     tier: str | None = None
     span: list[str] | None = None
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any], **kw: Any) -> "DecisionStep":
+        """From a decision as JSON (``Decision.to_dict`` made JSON-safe): the round's live
+        looks and a replay's last look are the same event."""
+        return cls(pairs=int(d.get("pairs") or 0), prior_pairs=int(d.get("prior_pairs") or 0),
+                   state=str(d.get("state")), gain=d.get("gain"), interval=list(d.get("interval") or [None, None]),
+                   tier=d.get("tier"), span=list(d["span"]) if d.get("span") else None, **kw)
 
 
 # --- outcome ---------------------------------------------------------------

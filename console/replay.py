@@ -230,9 +230,7 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
         yield ev.RepDone(rep=rep, at=t)
     d = (verdict.get("speed") or {}).get("decision")
     if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
-        yield ev.DecisionStep(pairs=int(d.get("pairs") or 0), prior_pairs=int(d.get("prior_pairs") or 0),
-                              state=str(d.get("state")), gain=d.get("gain"), interval=list(d.get("interval") or []),
-                              tier=d.get("tier"), span=d.get("span"), at=t)
+        yield ev.DecisionStep.of(d, at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
     end = _epoch(receipt.get("ended_at"), t)

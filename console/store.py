@@ -165,9 +165,15 @@ def verify_dir(out_dir: str | os.PathLike[str]) -> list[L.Problem]:
     """Every problem in ``out_dir``'s ledger and receipts, files named by full path."""
     out = Path(out_dir)
     entries, problems = read_ledger(out)
-    problems += [_absolute(p, out) for p in L.verify(entries, lambda rid: load_receipt(out, rid))]
+    loaded: dict[str, bytes | None] = {}        # each receipt is read once for every check
+
+    def load(rid: str) -> bytes | None:
+        if rid not in loaded:
+            loaded[rid] = load_receipt(out, rid)
+        return loaded[rid]
+    problems += [_absolute(p, out) for p in L.verify(entries, load)]
     problems += [_absolute(p, out) for p in L.orphans(entries, receipt_ids(out))]
-    problems += [_absolute(p, out) for p in prior_problems(ledger_receipts(out))]
+    problems += [_absolute(p, out) for p in prior_problems(_receipts(entries, load))]
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
@@ -181,9 +187,13 @@ def ledger_receipts(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]
     """Sealed receipts in ledger order, only those whose bytes still hash to their id."""
     out = Path(out_dir)
     entries, _ = read_ledger(out)
+    return _receipts(entries, lambda rid: load_receipt(out, rid))
+
+
+def _receipts(entries: list[L.Entry], load: Callable[[str], bytes | None]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for e in entries:
-        data = load_receipt(out, e.id)
+        data = load(e.id)
         if data is not None and L.receipt_id(data) == e.id and e.id not in found:
             found[e.id] = json.loads(data)
     return found

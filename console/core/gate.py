@@ -385,17 +385,16 @@ def _guard_breach(c: Counted, g: Any, floor: float, source: str, rules: GateRule
     cand = c.valid.get(("candidate", f"guard:{g.name}"), [])
     if source == "main this round":
         main = {r.index: r for r in c.valid.get(("main", f"guard:{g.name}"), [])}
-        logs = [math.log(float(r.value) / float(main[r.index].value)) for r in cand if r.index in main]
+        values = [float(r.value) / float(main[r.index].value) for r in cand if r.index in main]
         scale, what = floor, "paired with main's guard reps"
     else:
-        logs = [math.log(float(r.value)) for r in cand]
+        values = [float(r.value) for r in cand]
         scale, what = 1.0, "its level"
-    if len(logs) < 2:
+    if len(values) < 2:
         row["upper"] = None
         return None
     level = rules.false_accept
-    upper = scale * math.exp(stats.mean(logs) + stats.t_quantile(1 - level, len(logs) - 1)
-                             * stats.stdev(logs) / math.sqrt(len(logs)))
+    upper = scale * stats.geometric_bound(values, level, "upper")
     row.update(upper=upper, level=level)
     if upper >= row["min_allowed"]:
         return None
@@ -497,7 +496,7 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     if d.state == "none":
         return verdict("none", [reason("no-gain", f"decided: the gain is below {rules.min_gain:.1%}, the smallest "
                                        f"the profile cares about (upper end {_pct(d.basis_upper_miss)} at the "
-                                       f"{rules.miss:.0%} miss rate; estimate {_pct(d.estimate)})",
+                                       f"{rules.miss:.0%} miss rate; estimate {_pct(d.gain)})",
                                        figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)], speed)
     return verdict("undecided", [_undecided(d, speed, rules)], speed)
 
@@ -518,7 +517,7 @@ def _shown(iv: tuple[float, float]) -> str:
 
 def _slower(d: sequential.Decision, rules: GateRules) -> Reason:
     verb = "rejected" if rules.slower == "reject" else "recorded, not rejected (gate.slower = \"record\")"
-    return reason("slower", f"decided: slower than main, gain {_pct(d.estimate)}, interval {_shown(d.interval)} "
+    return reason("slower", f"decided: slower than main, gain {_pct(d.gain)}, interval {_shown(d.interval)} "
                             f"at the {rules.false_accept:.0%} level; {verb}",
                   figure="gain", bar=0.0, value=d.interval[1])
 
@@ -527,7 +526,7 @@ def _undecided(d: sequential.Decision, speed: Speed, rules: GateRules) -> Reason
     pooled = f" (with {d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
     need = (f"; at this noise a decision needs about {speed.needed_pairs} pairs in all" if speed.needed_pairs
             else "; at this noise and gain no budget decides it")
-    return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.estimate)}, "
+    return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.gain)}, "
                                f"interval {_shown(d.interval)} at the {rules.false_accept:.0%} level, neither above "
                                f"{rules.significance:.1%} nor decided below {rules.min_gain:.1%}{need}",
                   figure="interval", bar=rules.significance, value=d.basis_interval[0])
@@ -598,13 +597,13 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
     pin_warnings(main_med, lock, rules, warnings)
     needed = None
     if d.state == "open" and pair_sd:
-        needed = sequential.pairs_to_decide(d.estimate, pair_sd, design)
+        needed = sequential.pairs_to_decide(d.gain, pair_sd, design)
     reference, reference_kind = (rules.anchor, "anchor") if rules.anchor > 0 else (basis.reference, "frontier")
     speed = Speed(
         main=stats.summary(main), candidate=stats.summary(cand), main_median=main_med, candidate_median=cand_med,
         frontier=basis.reference, frontier_source="lock" if basis.frontier > main_med else "main this round",
         frontier_slot=lock.frontier_slot, lock_frontier=float(lock.frontier or 0.0),
-        delta=cand_med - basis.reference, gain=d.estimate,
+        delta=cand_med - basis.reference, gain=d.gain,
         significance=rules.significance, threshold=rules.significance, threshold_source="profile",
         confidence=1.0 - rules.false_accept, pairs=len(xs), ratios=[math.exp(x) for x in xs],
         interval=list(d.interval), anchor=rules.anchor,

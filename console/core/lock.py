@@ -33,7 +33,7 @@ from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
 from console.core.receipt import SCHEMA_1, as_receipt
 from console.core.sequential import pair_noise
-from console.core.stats import mean, median, stdev, t_quantile
+from console.core.stats import geometric_bound, median
 
 FRONTIER, GUARD = "frontier", "guard"
 KINDS = (FRONTIER, GUARD)
@@ -169,10 +169,8 @@ def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
 
 
 def lower_bound(values: list[float], level: float) -> float:
-    """One-sided lower confidence bound of the geometric mean (Student t on the logs)."""
-    logs = [math.log(v) for v in values]
-    n = len(logs)
-    return math.exp(mean(logs) - t_quantile(1.0 - level, n - 1) * stdev(logs) / math.sqrt(n))
+    """One-sided lower confidence bound of main's geometric mean: what its reps support."""
+    return geometric_bound(values, level, "lower")
 
 
 def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:

@@ -233,7 +233,7 @@ class Decision:
     state: str                      # "accepted" | "none" | "slower" | "open" | "conflict"
     pairs: int                      # this round's pairs
     prior_pairs: int                # pairs pooled from earlier rounds of the same candidate
-    estimate: float                 # pooled mean log ratio -> gain
+    gain: float                     # exp(pooled mean log ratio) − 1
     interval: tuple[float, float]   # the gain's sequence at level α
     upper_miss: float               # the gain's upper end at level β
     basis_interval: tuple[float, float]
@@ -252,9 +252,7 @@ class Decision:
         return self.state in ("none", "slower", "conflict") or (self.state == "accepted" and self.settled)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["gain"] = self.estimate
-        return d
+        return asdict(self)
 
 
 def trajectory(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, bands: Any) -> list[Decision]:
@@ -311,9 +309,7 @@ def half_width(n: int, sd: float, alpha: float, c2: float) -> float:
     """The sequence's half-width (log scale) after n pairs whose sample SD is ``sd``."""
     if n < 2:
         return math.inf
-    xs = np.zeros(n)
-    xs[0], xs[1] = sd * math.sqrt((n - 1) / 2.0), -sd * math.sqrt((n - 1) / 2.0)
-    lo, hi = _closed_form(*stats_of(xs), alpha, c2)
+    lo, hi = _closed_form(n, 0.0, sd * sd * (n - 1), alpha, c2)     # mean 0, sum of squares (n − 1)·sd²
     return (hi - lo) / 2.0
 
 

@@ -121,6 +121,11 @@ def linear_bound(terms: Sequence[tuple[float, Sequence[float]]], level: float, s
     return {"estimate": est, "bound": est - q * se if side == "lower" else est + q * se, "se": se, "df": df}
 
 
+def geometric_bound(values: Sequence[float], level: float, side: str) -> float:
+    """A one-sided bound on the geometric mean of positive values (Student t on their logs)."""
+    return math.exp(linear_bound([(1.0, [math.log(v) for v in values])], level, side)["bound"])
+
+
 # --- the paired interval --------------------------------------------------------------
 
 def ratio_interval(ratios: Sequence[float], confidence: float) -> tuple[float, float]:

@@ -7,7 +7,6 @@ goes into a typed receipt (``core.receipt``) whose verdict only the gate decides
 """
 from __future__ import annotations
 
-import math
 import os
 import queue
 import shutil
@@ -23,6 +22,7 @@ from .. import journal, lockfile, sources, store
 from ..adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health, reruns, sequential
 from ..core.receipt import Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
+from ..core.verdict import json_safe
 from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
 from ..runtime.base import BuildResult
 from ..store import utc_now
@@ -343,9 +343,7 @@ class Round:
                 self._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "
                              "are run (the verdict says which and why)")
                 break
-            self._emit(ev.DecisionStep(pairs=d.pairs, prior_pairs=d.prior_pairs, state=d.state, gain=_finite(d.estimate),
-                                       interval=[_finite(x) for x in d.interval], tier=d.tier,
-                                       span=list(d.span) if d.span else None))
+            self._emit(ev.DecisionStep.of(json_safe(d.to_dict())))
             if d.done:
                 stopped = "decided"
                 break
@@ -412,7 +410,3 @@ def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> B
             b.engine_files = built.engine_files
             b.engine_sha256 = sources.digest_of(built.engine_files)
     return b
-
-
-def _finite(x: float) -> float | None:
-    return x if isinstance(x, float) and math.isfinite(x) else None

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from console import events as ev  # noqa: E402
 from console.core import sequential as S  # noqa: E402
 from console.core.rules import Bands  # noqa: E402
+from console.core.verdict import json_safe  # noqa: E402
 
 DESIGN = S.Design()
 PREVIEW = S.preview(0.012, DESIGN, 0.05)
@@ -215,10 +216,7 @@ def make_events() -> list[ev.Event]:
             if i != 3:
                 logs.append(math.log(CAND_TIMED[i] / MAIN_TIMED[i]))
             d = S.decide_pairs([logs], DESIGN, S.Basis(MAIN_TIMED[0]), Bands())
-            add(ev.DecisionStep(pairs=d.pairs, prior_pairs=0, state=d.state,
-                                gain=d.estimate if math.isfinite(d.estimate) else None,
-                                interval=[x if math.isfinite(x) else None for x in d.interval],
-                                tier=d.tier, span=list(d.span) if d.span else None, at=c(0.01)))
+            add(ev.DecisionStep.of(json_safe(d.to_dict()), at=c(0.01)))
             if d.done:      # decided and settled: the round stops adding pairs
                 break
     for build in ("main", "candidate"):
