@@ -55,8 +55,11 @@ def _round(tmp_path: Path, telemetry) -> Round:
 
 
 def test_a_throttled_rep_is_marked_suspect_retried_and_its_diagnosis_kept(tmp_path):
-    # monitors: 1-2 scored path, 3-4 warm-up, 5-8 short, 9.. timed: throttle the first timed rep
-    tele = ThrottleOn(bad={9})
+    # monitors, one per rep: the scored path (both builds), warm-ups and short reps of both
+    # builds, then the timed reps: throttle the first timed rep
+    bench = load_profile(DEMO_PROFILE).bench
+    first_timed = 2 + 2 * bench.warmup + 2 * bench.short_reps + 1
+    tele = ThrottleOn(bad={first_timed})
     rnd = _round(tmp_path, tele)
     events = list(rnd.events())
     assert any(isinstance(e, ev.Notice) and e.code == "rep-suspect" for e in events)
@@ -68,7 +71,8 @@ def test_a_throttled_rep_is_marked_suspect_retried_and_its_diagnosis_kept(tmp_pa
                (suspect[0]["build"], "timed", suspect[0]["index"]) and r["attempt"] == 1]
     assert retried and retried[0]["status"] == "ok"          # the retry ran and counted
     assert rnd.receipt["preflight"]["source"] == "nvml"
-    assert rnd.receipt["verdict"]["outcome"] in ("none", "accepted")   # a round, not a regression
+    # a round, not a regression (two pairs rarely decide anything: undecided is the usual end)
+    assert rnd.receipt["verdict"]["outcome"] in ("none", "accepted", "undecided")
 
 
 def test_a_node_that_keeps_throttling_ends_as_an_infrastructure_failure(tmp_path):
