@@ -71,8 +71,8 @@ def test_a_throttled_rep_is_marked_suspect_retried_and_its_diagnosis_kept(tmp_pa
                (suspect[0]["build"], "timed", suspect[0]["index"]) and r["attempt"] == 1]
     assert retried and retried[0]["status"] == "ok"          # the retry ran and counted
     assert rnd.receipt["preflight"]["source"] == "nvml"
-    # a round, not a regression (two pairs rarely decide anything: undecided is the usual end)
-    assert rnd.receipt["verdict"]["outcome"] in ("none", "accepted", "undecided")
+    # a round, not a regression: two pairs cannot decide at 1 % (nothing is finite before 6)
+    assert rnd.receipt["verdict"]["outcome"] == "undecided"
 
 
 def test_a_node_that_keeps_throttling_ends_as_an_infrastructure_failure(tmp_path):
