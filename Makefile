@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# debootstrap makes the base image once; tmux runs the end-to-end terminal test.
+# debootstrap makes the base image once; tmux runs the end-to-end terminal test; chromium
+# renders the HTML report in its test.
 setup: $(STAMP)
-	@for tool in debootstrap tmux; do command -v $$tool >/dev/null || { echo "installing $$tool"; \
+	@for tool in debootstrap tmux chromium; do command -v $$tool >/dev/null || { echo "installing $$tool"; \
 	  (apt-get update -qq && apt-get install -y -qq $$tool) >/dev/null || \
 	  echo "could not install $$tool: run 'sudo apt-get install $$tool'"; }; done
 

@@ -3,6 +3,7 @@
 Every subcommand is a thin shell over the core; errors arrive as one paragraph
 that says what happened and what to do, with the documented exit code.
 """
+# PYTHON_ARGCOMPLETE_OK  (marks this entry point as answering argcomplete's completion requests)
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,8 @@ from pathlib import Path
 from .errors import ConsoleError, ExitCode
 from .profile import ProfileError
 
-from .paths import DEMO_PROFILE, demo_candidates
+from .paths import DEMO_PROFILE, demo_candidates, version
+from .tables import FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,11 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "noise, and seals a receipt anyone can re-derive.",
         epilog="Exit codes: 0 accepted or within noise, 1 rejected, 2 usage or profile error, "
                "3 infrastructure failure (retry), 4 held for review, 130 interrupted.")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
 
     def round_opts(p: argparse.ArgumentParser) -> None:
         p.add_argument("--headless", action="store_true", help="progress lines instead of the live console")
-        p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal (default results/<profile>)")
+        p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal "
+                       "(default ./results/<profile> under the current directory)")
         p.add_argument("--runtime", choices=["docker", "local"], default="docker",
                        help="docker (default) or local processes for nodes that forbid Docker")
         p.add_argument("--reps", type=int,
@@ -72,10 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = instant")
 
-    p = sub.add_parser("verdict", help="re-derive the verdict of a receipt from its raw numbers")
+    p = sub.add_parser("verdict", help="re-derive the verdict of a receipt from its raw numbers, and say "
+                       "whether the file is a sealed receipt")
     p.add_argument("receipt", type=Path)
     p.add_argument("--profile", type=Path, help="judge under this profile's current rules instead of the receipt's")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (the verdict as sentences), md, csv (one row) or json (the whole verdict)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+
+    p = sub.add_parser("compare", help="compare saved rounds: receipts or results directories (ledgers)")
+    p.add_argument("sources", nargs="+", type=Path, metavar="RECEIPT|DIR",
+                   help="receipt files, or results directories whose every sealed round is compared; "
+                        "the first round is the baseline")
+    p.add_argument("--node", help="only rounds on this node (host name or the profile's node class)")
+    p.add_argument("--since", help="only rounds sealed on or after this date (YYYY-MM-DD or an ISO time, UTC)")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--table", choices=["rounds", "speed", "parity"],
+                   help="with --format csv: which table (default speed); the other formats hold all three")
 
     p = sub.add_parser("images", help="base images: list, or bootstrap one without a registry")
     isub = p.add_subparsers(dest="images_cmd", metavar="ACTION")
@@ -93,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ledger", help="the chained ledger of sealed receipts")
     lsub = p.add_subparsers(dest="ledger_cmd", metavar="ACTION")
-    for name, text in (("verify", "check every receipt and link"), ("show", "list sealed rounds")):
-        x = lsub.add_parser(name, help=text)
-        x.add_argument("dir", type=Path)
+    x = lsub.add_parser("verify", help="check every receipt and link, and that receipt.json is the newest receipt")
+    x.add_argument("dir", type=Path)
+    x = lsub.add_parser("show", help="list sealed rounds")
+    x.add_argument("dir", type=Path)
+    x.add_argument("--format", choices=FORMATS, default="table")
     x = lsub.add_parser("rescore", help="re-derive every verdict under a profile's current rules")
     x.add_argument("dir", type=Path)
     x.add_argument("--profile", type=Path, required=True)
@@ -108,6 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     x = ksub.add_parser("show", help="print the lock's pins")
     x.add_argument("lock", type=Path)
 
+    p = sub.add_parser("completion", help="print the shell completion script: "
+                       "eval \"$(console completion bash)\" (zsh, fish likewise)")
+    p.add_argument("shell", choices=["bash", "zsh", "fish"])
+
+    p = sub.add_parser("report", help="a self-contained HTML report of a round, or a comparison of rounds")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="a receipt (.json), or a results directory (every receipt its ledger sealed)")
+    p.add_argument("--out", type=Path, default=Path("report.html"), help="the page to write (default report.html)")
+
     p = sub.add_parser("cleanup", help="remove containers a crashed round left behind")
     p.add_argument("--images", action="store_true",
                    help="also remove engine images (receipts keep their IDs; the pinned base stays)")
@@ -116,12 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
+    _complete(ap)
     args = ap.parse_args(argv)
     if not args.cmd:
         ap.print_help()
         return ExitCode.USAGE
     try:
-        return int(_dispatch(args, ap))
+        code = int(_dispatch(args, ap))
+        sys.stdout.flush()      # inside the try: a reader that left is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
     except ProfileError as e:
         print(f"profile error: {e}\nFix the profile and run again; nothing was built.", file=sys.stderr)
         return ExitCode.USAGE
@@ -137,6 +170,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"internal error: {type(e).__name__}: {e}\nThis is a bug in the console, not a finding about "
               "the engine; rerun with BENCH_CONSOLE_DEBUG=1 for the traceback.", file=sys.stderr)
         return ExitCode.INFRA
+
+
+def _complete(ap: argparse.ArgumentParser) -> None:
+    """Answer a shell's completion request (argcomplete sets _ARGCOMPLETE) and exit; else nothing."""
+    if "_ARGCOMPLETE" in os.environ:
+        import argcomplete
+        argcomplete.autocomplete(ap)
+
+
+def _pipe_closed() -> int:
+    """The reader went away (`console verdict --json | head`): stop quietly, as `cat` would.
+    stdout is pointed at /dev/null so the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13     # killed by SIGPIPE, by the shell's convention
 
 
 def _dispatch(args, ap) -> int:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import sources
-from .paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE, ROOT
+from .paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from .errors import ExitCode, UsageError
 from .profile import Profile, load_profile
 
@@ -15,7 +15,8 @@ from .profile import Profile, load_profile
 # --- rounds ------------------------------------------------------------------
 
 def _default_out(profile: Profile) -> Path:
-    return ROOT / "results" / profile.name
+    """Results go under the working directory, never beside the installed package."""
+    return Path.cwd() / "results" / profile.name
 
 
 def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
@@ -163,34 +164,58 @@ def cmd_replay(args) -> int:
 
 # --- verdicts, ledger, lock ------------------------------------------------------
 
-def _read_receipt(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read receipt {path}: {e}", "Give the path of a receipt.json.") from None
-
-
 def cmd_verdict(args) -> int:
+    from . import store
     from .core import gate
     from .core.receipt import Receipt, ReceiptError
+    from .exports import verdict_table
     from .report import LineReporter
-    doc = _read_receipt(args.receipt)
+    from .tables import render
+    try:
+        data = args.receipt.read_bytes()
+        doc = json.loads(data)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read receipt {args.receipt}: {e}", "Give the path of a receipt.json.") from None
     try:
         receipt = Receipt.from_dict(doc)
     except ReceiptError as e:
         raise UsageError(f"{args.receipt}: {e}",
                          "Give --profile to judge it under a profile's rules, or check it is a console receipt.") from None
+    identity, ledger_dir = store.identify_file(args.receipt, data, doc)
     rules = load_profile(args.profile).gate if args.profile else receipt.rules
     v = gate.decide(receipt, rules).to_dict()
-    if args.json:
-        print(json.dumps(v, indent=2, sort_keys=True))
-    else:
+    fmt = "json" if args.json else args.format
+    file_line = (f"file: {args.receipt}: {identity.message}"
+                 + (f" (ledger {ledger_dir})" if ledger_dir else ""))
+    if fmt == "json":
+        print(json.dumps({**v, "file": {**identity.to_dict(), "path": str(args.receipt),
+                                        "ledger": str(ledger_dir) if ledger_dir else None}},
+                         indent=2, sort_keys=True))
+    elif fmt == "table":
         print(LineReporter(colour=None).verdict_text(v))
+        print(file_line)
+    else:
+        render([verdict_table(v, str(args.receipt), identity.to_dict())], fmt, sys.stdout)
+    if not identity.sealed:
+        print(f"warning: {args.receipt} is not a sealed receipt ({identity.status}): {identity.message}; "
+              "the verdict above is re-derived from this file as it stands.", file=sys.stderr)
     stored = receipt.verdict or {}
     if not args.profile and (stored.get("outcome"), stored.get("tier")) != (v.get("outcome"), v.get("tier")):
         print(f"warning: the receipt's stored verdict ({stored.get('outcome')}, {stored.get('tier')}) differs from "
               f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
     return int(v.get("exit_code", ExitCode.INFRA))
+
+
+def cmd_compare(args) -> int:
+    from .core.compare import compare
+    from .exports import comparison_tables
+    from .saved import select_sources
+    from .tables import render
+    if args.table and args.format != "csv":
+        raise UsageError("--table chooses the table of a CSV export", "Add --format csv, or leave --table out.")
+    sources = select_sources(args.sources, node=args.node, since=args.since)
+    render(comparison_tables(compare(sources)), args.format, sys.stdout, table=args.table or "speed")
+    return ExitCode.OK
 
 
 def cmd_ledger(args) -> int:
@@ -205,14 +230,15 @@ def cmd_ledger(args) -> int:
         for p in problems:
             print(p)
         entries, _ = store.read_ledger(args.dir)
-        print(f"{len(entries)} sealed round(s), {len(problems)} problem(s)")
-        return ExitCode.REJECTED if problems else ExitCode.OK
+        fatal = [p for p in problems if p.fatal]
+        print(f"{len(entries)} sealed round(s), {len(fatal)} problem(s)"
+              + (f", {len(problems) - len(fatal)} notice(s)" if len(problems) > len(fatal) else ""))
+        return ExitCode.REJECTED if fatal else ExitCode.OK
     if args.ledger_cmd == "show":
+        from .exports import ledger_table
+        from .tables import render
         entries, _ = store.read_ledger(args.dir)
-        for e in entries:
-            d = e.to_dict()
-            print(f"{d.get('id', '')[:12]}  {d.get('sealed_at', '')}  {d.get('kind', ''):6} "
-                  f"{d.get('profile', '')}  {d.get('round_id', '')}  {d.get('outcome', '')} {d.get('tier') or ''}")
+        render([ledger_table(entries)], args.format, sys.stdout)
         return ExitCode.OK
     profile = load_profile(args.profile)
     rows = store.rescore_dir(args.dir, gate.decide, profile.gate)
@@ -227,6 +253,12 @@ def cmd_ledger(args) -> int:
         changed += bool(r.changed)
         print(f"{r.id[:12]}  {str(r.round_id):28}  {old:16}  {new:16}{mark}")
     print(f"{len(rows)} round(s) re-scored under {profile.path}; {changed} label(s) change; sealed files untouched")
+    return ExitCode.OK
+
+
+def cmd_completion(args) -> int:
+    import argcomplete
+    print(argcomplete.shellcode(["console"], shell=args.shell))
     return ExitCode.OK
 
 
@@ -250,6 +282,18 @@ def cmd_lock(args) -> int:
     fatal = [p for p in problems if p.fatal] + ledger_problems
     print(f"{len(fatal)} problem(s), {len(problems) - len(fatal) + len(ledger_problems)} notice(s) in {args.lock}")
     return ExitCode.REJECTED if fatal else ExitCode.OK
+
+
+def cmd_report(args) -> int:
+    from .core import gate
+    from .html_report import render_html
+    from .saved import select_sources
+    receipts = [s.receipt for s in select_sources(args.files)]     # the same reading as `console compare`
+    page = render_html(receipts, [gate.decide(r, r.rules) for r in receipts])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(page, encoding="utf-8")
+    print(args.out.resolve())
+    return ExitCode.OK
 
 
 # --- images and references ----------------------------------------------------------

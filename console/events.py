@@ -119,6 +119,13 @@ class DepthGraded(Event):
     ref_entropy: float
     status: str             # "pass" | "fail" | "uncheckable"
     reasons: list[str] = field(default_factory=list)
+    stats: dict[str, Any] | None = None   # KLStats.to_dict(): the rows' spread, reported only
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if self.stats is None:
+            del d["stats"]      # absent, as in journals that predate it
+        return d
 
 
 @dataclass

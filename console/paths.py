@@ -14,3 +14,12 @@ LLAMA_CANDIDATES = ROOT / "profiles" / "llama-cpp" / "candidates"
 
 def demo_candidates() -> list[str]:
     return sorted(p.stem for p in DEMO_CANDIDATES.glob("*.patch"))
+
+
+def version() -> str:
+    """The installed distribution's version (the checkout's, for an editable install)."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+    try:
+        return dist_version("bench-console")
+    except PackageNotFoundError:
+        return "unknown (not installed: run `pip install .`)"

@@ -10,6 +10,7 @@ import typing
 from dataclasses import fields
 from pathlib import Path
 
+from .core import parity as P
 from .core import receipt as R
 from .core import verdict as V
 
@@ -21,7 +22,8 @@ TYPES = [
     ("receipt", R.Receipt), ("receipt.profile", R.ProfileRecord), ("receipt.apparatus", R.Apparatus),
     ("receipt.inputs", R.Inputs),
     ("receipt.builds.<build>", R.Build), ("receipt.lock", R.Pins), ("receipt.parity", R.ParityRecord),
-    ("receipt.parity.<build>", R.ParitySide), ("receipt.parity.scored_path.<build>", R.PathFigures),
+    ("receipt.parity.<build>", R.ParitySide), ("receipt.parity.<build>.depths[]", P.DepthFigures),
+    ("receipt.parity.<build>.depths[].stats", P.KLStats), ("receipt.parity.scored_path.<build>", R.PathFigures),
     ("receipt.parity.timed_path", R.TimedPath), ("receipt.parity.timed_path.candidate[]", R.TimedPathRep),
     ("receipt.reps[]", R.Rep), ("verdict", V.Verdict), ("verdict.reasons[]", V.Reason),
     ("verdict.warnings[]", V.Caveat), ("verdict.speed", V.Speed),
@@ -44,7 +46,7 @@ def _json_type(t: typing.Any) -> str:
 
 
 def _keys(cls: type) -> list[tuple[str, str]]:
-    hints = typing.get_type_hints(cls, vars(R) | vars(V))
+    hints = typing.get_type_hints(cls, vars(P) | vars(R) | vars(V))
     out = [(f.name, _json_type(hints[f.name])) for f in fields(cls)]
     if cls is V.Verdict:    # speed, suppressed, guards and noise are written as one `speed` object
         out = [(k, t) for k, t in out if k not in ("suppressed", "guards", "noise")]

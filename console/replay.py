@@ -198,7 +198,8 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                  kl=float(d.get("kl", float("nan"))),
                                  ref_entropy=float(d.get("ref_entropy", float("nan"))),
                                  status=str(d.get("status") or "recorded"),
-                                 reasons=list(d.get("reasons") or []), at=t)
+                                 reasons=list(d.get("reasons") or []),
+                                 stats=d.get("stats") if isinstance(d.get("stats"), dict) else None, at=t)
         statuses = [d.get("status") for d in p.get("depths") or []]
         ok = graded["parity_ok"].get(name, False) if graded else p.get("ok", p.get("error") is None and "fail" not in statuses)
         worst = graded["worst"].get(name) if graded else p.get("worst_depth")

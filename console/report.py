@@ -14,6 +14,7 @@ from typing import IO
 import xml.etree.ElementTree as ET
 
 from . import events as ev
+from .core.progress import Tracker, build_step, duration
 from .core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
@@ -30,10 +31,15 @@ def use_colour(stream: IO[str]) -> bool:
 
 
 class LineReporter:
-    def __init__(self, stream: IO[str] = sys.stdout, verbose: bool = False, colour: bool | None = None):
+    def __init__(self, stream: IO[str] = sys.stdout, verbose: bool = False, colour: bool | None = None,
+                 github: bool | None = None):
         self.stream, self.verbose = stream, verbose
         self.colour = use_colour(stream) if colour is None else colour
+        # GitHub Actions reads ::error/::warning lines on stdout as annotations
+        self.github = os.environ.get("GITHUB_ACTIONS") == "true" if github is None else github
         self.t0: float | None = None
+        self.progress = Tracker()
+        self.build_t0: dict[str, float] = {}
 
     def _c(self, text: str, colour: str) -> str:
         return f"\033[{_COLOURS[colour]}m{text}\033[0m" if self.colour else text
@@ -52,6 +58,7 @@ class LineReporter:
 
     def format(self, e: ev.Event) -> str | None:  # noqa: C901 - a flat dispatch reads best
         if isinstance(e, ev.RoundStarted):
+            self.progress.start(e.plan)
             h = e.host
             gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
             return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
@@ -64,9 +71,16 @@ class LineReporter:
             colour = {"error": "red", "warn": "yellow"}.get(e.level, "blue")
             return self._c(f"{e.level}: {e.message}", colour)
         if isinstance(e, ev.BuildStarted):
+            self.build_t0[e.build] = e.at
             return f"build {e.build}: started from {_source_text(e.source)}"
         if isinstance(e, ev.BuildLog):
-            return f"  {e.build} | {e.line}" if self.verbose else None
+            if self.verbose:
+                return f"  {e.build} | {e.line}"
+            step = build_step(e.line)
+            if step is None:
+                return None
+            elapsed = e.at - self.build_t0.get(e.build, e.at)
+            return f"build {e.build}: step {step[0]}/{step[1]}, {duration(elapsed)}: {e.line.split(':', 1)[1].strip()[:60]}"
         if isinstance(e, ev.BuildDone):
             return (f"build {e.build}: done in {e.seconds:.1f}s, image {e.image_id[:19]}, "
                     f"base {e.base_image_id[:19]}, compiler '{e.compiler}'")
@@ -99,8 +113,10 @@ class LineReporter:
                 why = " (" + "; ".join(r["refusals"]) + ")"
             elif r.get("suspect"):
                 why = " (" + "; ".join(r["suspect"]) + ")"
-            return (f"rep {r['position']:3} {r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
-                    f"wall {r['wall_s']:.3f}s {mem} {status}{why}")
+            p = self.progress.rep_done(r, e.at)
+            where = p.text() if p else f"rep at position {r['position']}"
+            return (f"{r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
+                    f"wall {r['wall_s']:.3f}s {mem} {status}{why}  [{where}]")
         if isinstance(e, ev.TelemetrySample):
             return None
         if isinstance(e, ev.PlanReady):
@@ -110,7 +126,8 @@ class LineReporter:
         if isinstance(e, ev.DecisionStep):
             return "decision: " + decision_text(e)
         if isinstance(e, ev.VerdictReady):
-            return self.verdict_text(e.verdict)
+            text = self.verdict_text(e.verdict)
+            return "\n".join([text, *annotations(e.verdict)]) if self.github else text
         if isinstance(e, ev.RoundEnded):
             where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
             return f"round {e.status} (exit {e.exit_code}){where}"
@@ -205,10 +222,20 @@ def junit_xml(receipt: dict, verdict: dict) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
+def gain_phrase(verdict: dict) -> str:
+    """" — gain +12.3 % (interval +8.1 % to +16.0 %, 1 % false accept)", or "" without a gain."""
+    s = verdict.get("speed") or {}
+    if s.get("gain") is None:
+        return ""
+    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in s.get("interval") or [None, None])
+    level = f", {1 - s['confidence']:.0%} false accept" if s.get("confidence") is not None else ""
+    return f" — gain {s['gain']:+.1%}, interval [{iv}]{level}"
+
+
 def markdown_summary(receipt: dict, verdict: dict) -> str:
     lines = [f"# Round {receipt.get('round_id')} — {receipt.get('profile', {}).get('name')}", "",
              f"**Verdict: {verdict.get('outcome')}" + (f", tier {tier_text(verdict).lower()}" if verdict.get("tier")
-                                                       else "") + "**", ""]
+                                                       else "") + "**" + gain_phrase(verdict), ""]
     for r in verdict.get("reasons", []):
         lines.append(f"- {r.get('message')}")
     for w in verdict.get("warnings", []):
@@ -235,17 +262,51 @@ def markdown_summary(receipt: dict, verdict: dict) -> str:
         lines.append(f"| {b} | `{(bd.get('image_id') or 'not built')[:19]}` | {bd.get('compiler') or '-'} | {med} | {s.get('n', 0)} | {spread} |")
     par = receipt.get("parity", {})
     if par.get("candidate", {}).get("depths"):
-        lines += ["", "| depth | main KL | candidate KL | candidate top-1 |", "|---|---|---|---|"]
+        lines += ["", "| depth | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
+                      "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         main = {d["depth"]: d for d in par.get("main", {}).get("depths", [])}
+        sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
         for d in par["candidate"]["depths"]:
-            m = main.get(d["depth"], {})
-            lines.append(f"| {d['depth']} | {m.get('kl', float('nan')):.2e} | {d['kl']:.2e} | {d['top1']:.3f} |")
+            m, s = main.get(d["depth"], {}), d.get("stats") or {}   # no stats in older receipts
+            kl = sci(d["kl"]) + ("" if s.get("kl_se") is None else f" ± {s['kl_se']:.1e}")
+            top1 = f"{d['top1']:.3f}" + ("" if s.get("top1_se") is None else f" ± {s['top1_se']:.3f}")
+            spread = " | ".join(sci(s.get(k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999", "kl_max"))
+            lines.append(f"| {d['depth']} | {sci(m.get('kl'))} | {kl} | {spread} | {top1} | {sci(s.get('rms_dp'))} |")
+        lines += ["", f"KL(reference ‖ build) in nats over {par.get('reference', {}).get('rows', '?')} rows per depth "
+                      "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square change "
+                      "in the probability of the document's next token. The gate judges mean KL and top-1 only."]
     return "\n".join(lines) + "\n"
 
 
 def write_reports(out_dir: Path, receipt: dict, verdict: dict) -> list[Path]:
+    """junit.xml and summary.md beside the receipt; under GitHub Actions the summary is also
+    appended to the job's step summary (GITHUB_STEP_SUMMARY)."""
     paths = [out_dir / "junit.xml", out_dir / "summary.md"]
+    summary = markdown_summary(receipt, verdict)
     paths[0].write_text(junit_xml(receipt, verdict))
-    paths[1].write_text(markdown_summary(receipt, verdict))
+    paths[1].write_text(summary)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write(summary + "\n")
     return paths
+
+
+# --- GitHub Actions workflow commands ------------------------------------------
+
+def _escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def annotations(verdict: dict) -> list[str]:
+    """``::error`` for each reason of a verdict that fails the job, ``::warning`` for each
+    warning; a verdict that passes states its reasons as ``::notice``."""
+    level = "error" if verdict.get("exit_code") not in (0, None) else "notice"
+    head = f"bench-console: {verdict.get('outcome')}"
+    out = [f"::{level} title={_escape(head, True)}::{_escape(str(r.get('message', r.get('code'))))}"
+           for r in verdict.get("reasons") or []]
+    out += [f"::warning title={_escape('bench-console warning', True)}::{_escape(str(w.get('message', w.get('code'))))}"
+            for w in verdict.get("warnings") or []]
+    return out
 

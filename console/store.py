@@ -174,6 +174,8 @@ def verify_dir(out_dir: str | os.PathLike[str]) -> list[L.Problem]:
     problems += [_absolute(p, out) for p in L.verify(entries, load)]
     problems += [_absolute(p, out) for p in L.orphans(entries, receipt_ids(out))]
     problems += [_absolute(p, out) for p in prior_problems(_receipts(entries, load))]
+    latest = out / L.LATEST_FILE
+    problems += [_absolute(p, out) for p in L.check_latest(entries, latest.read_bytes() if latest.exists() else None)]
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
@@ -181,6 +183,22 @@ def _absolute(p: L.Problem, out: Path) -> L.Problem:
     if not p.file or os.path.isabs(p.file):
         return p
     return L.Problem(p.code, p.message, str(out / p.file), p.line, p.receipt, p.slot, p.fatal)
+
+
+def ledger_beside(path: str | os.PathLike[str]) -> Path | None:
+    """The results directory a receipt file belongs to: its own directory (``receipt.json``)
+    or the one above ``receipts/``; None when neither holds a ledger."""
+    p = Path(path).resolve()
+    for d in (p.parent, p.parent.parent):
+        if (d / L.LEDGER_FILE).is_file():
+            return d
+    return None
+
+
+def identify_file(path: str | os.PathLike[str], data: bytes, doc: Any) -> tuple[L.FileIdentity, Path | None]:
+    """Whether the receipt file at ``path`` is a sealed receipt of the ledger beside it."""
+    out = ledger_beside(path)
+    return L.identify(data, doc, read_ledger(out)[0] if out else None), out
 
 
 def ledger_receipts(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

@@ -176,7 +176,7 @@ def test_make_document_reproduces_the_pinned_document(tmp_path):
 
 
 def test_reference_model_reproduces_reference_at_shallow_depths(tmp_path, reference):
-    depths = [4, 128, 512]
+    depths = [DEPTHS[0], 128, 512]
     subprocess.run([sys.executable, str(DEMO / "reference_model.py"), "--doc", str(DOC),
                     "--depths", ",".join(map(str, depths)), "--rows", str(ROWS), "--out", str(tmp_path)],
                    check=True)
@@ -192,12 +192,18 @@ def test_reference_model_is_independent_of_the_engine():
 
 
 def test_reference_is_checkable(reference):
-    """Near-uniform distributions cannot detect wiring faults; no near-ties either."""
+    """Near-uniform distributions cannot detect wiring faults; near-ties are too few to fail a depth.
+
+    A top-2 gap under 0.01 logits is within what the engine's float32 and fp16 rounding can
+    close, so such a row may flip top-1 harmlessly: even all of a depth's flipped, the depth
+    must still meet the top-1 bar.
+    """
     lp = log_softmax(reference)
     entropy = -(np.exp(lp) * lp).sum(-1)
     assert entropy.max() < math.log(VOCAB) - 2.0
     top2 = np.sort(reference.astype(np.float64), axis=-1)[..., -2:]
-    assert (top2[..., 1] - top2[..., 0]).min() > 0.05
+    near_ties = (top2[..., 1] - top2[..., 0] < 0.01).sum(axis=-1)
+    assert (1 - near_ties / ROWS >= TOP1_MIN).all(), dict(zip(DEPTHS, near_ties.tolist()))
 
 
 # --- protocol ----------------------------------------------------------------
@@ -208,9 +214,9 @@ def test_logits_shape_and_dtype(main_logits):
 
 
 def test_logits_with_one_row(engines, tmp_path, reference):
-    got = logits(engines["main"], tmp_path, [4, 128], rows=1)
+    got = logits(engines["main"], tmp_path, DEPTHS[:2], rows=1)
     assert got.shape[0] == 2 and got.shape[-1] == VOCAB
-    # rows=1 at depth d is the last row of the 4-row capture at d
+    # rows=1 at depth d is the last row of the full capture at d
     np.testing.assert_allclose(got.reshape(2, VOCAB), reference[:2, -1], atol=0.05)
 
 
@@ -260,7 +266,7 @@ def test_main_matches_reference_at_every_depth(main_logits, reference):
     for i, d in enumerate(DEPTHS):
         kl, top1 = kl_top1(reference[i], main_logits[i])
         assert 0.0 < kl < 1e-3, (d, kl)       # close, but a real engine's rounding shows
-        assert top1 >= 0.99, (d, top1)
+        assert top1 >= 1 - 1 / ROWS, (d, top1)  # at most one near-tie flipped by that rounding
 
 
 def test_bench_doc_logits_equal_logits_path(engines, tmp_path, main_logits, reference):
@@ -293,7 +299,7 @@ def test_noise_is_bitwise_main(engines, tmp_path):
 
 
 def test_corrupt_deep_fails_only_beyond_512(engines, tmp_path, reference, main_logits):
-    depths = [4, 256, 512, 1024, 2048]
+    depths = [DEPTHS[0], 256, 512, 1024, 2048]
     got = logits(engines["corrupt-deep"], tmp_path, depths)
     ref = ref_rows(reference, depths)
     for i, d in enumerate(depths):
@@ -307,7 +313,7 @@ def test_corrupt_deep_fails_only_beyond_512(engines, tmp_path, reference, main_l
 
 
 def test_fast_path_broken_fails_scored_path_only(engines, tmp_path, reference, main_logits):
-    got = logits(engines["fast-path-broken"], tmp_path / "l", [4, 1024])
+    got = logits(engines["fast-path-broken"], tmp_path / "l", [DEPTHS[0], 1024])
     assert np.array_equal(got, main_logits[[0, DEPTHS.index(1024)]])
     bench(engines["fast-path-broken"], tmp_path / "b", depth=992, tokens=32, context="doc")
     bl = np.load(tmp_path / "b" / "bench_logits.npy")

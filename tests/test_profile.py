@@ -25,7 +25,7 @@ def _variant(tmp_path: Path, edit) -> Path:
 
 def test_demo_profile_loads_with_defaults_from_the_seeds():
     p = load_profile(DEMO)
-    assert p.parity.depths == (4, 128, 256, 512, 1024, 2048, 4096)
+    assert p.parity.depths == (64, 128, 256, 512, 1024, 2048, 4096) and p.parity.rows == 64
     assert (p.gate.top1_min, p.gate.kl_max, p.gate.significance, p.gate.plausibility) == (0.95, 0.05, 0.02, 5.0)
     assert (p.gate.bands.s, p.gate.bands.m, p.gate.bands.l, p.gate.bands.xl) == (0.035, 0.06, 0.10, 0.18)
     assert p.bench.shortcut == "seek" and p.bench.seek_bytes_per_position > 0
@@ -43,7 +43,8 @@ def test_rules_round_trip_through_a_receipt_table():
     (lambda t: t.replace("reps = 10", 'reps = "ten"'), "bench.reps", "expected an integer"),
     (lambda t: t.replace("top1_min = 0.95", "top1_min = 1.5"), "gate.top1_min", "expected a value in"),
     (lambda t: t.replace('shortcut = "seek"', 'shortcut = "teleport"'), "bench.shortcut", "expected 'none' or 'seek'"),
-    (lambda t: t.replace("depths = [4, 128", "depths = [128, 4"), "parity.depths", "strictly increasing"),
+    (lambda t: t.replace("depths = [64, 128", "depths = [128, 64"), "parity.depths", "strictly increasing"),
+    (lambda t: t.replace("rows = 64", "rows = 65"), "parity.rows", "at most the smallest depth (64)"),
     (lambda t: t.replace('memory = "512m"', 'memory = "lots"'), "run.memory", "a size like"),
     (lambda t: t.replace("scored_path_depth = 1024", "scored_path_depth = 1000"), "parity.scored_path_depth", "one of parity.depths"),
     (lambda t: t.replace('"--out", "{out}"]\nmetric', '"--out", "{outdir}"]\nmetric'), "bench.command", "unknown placeholder {outdir}"),

@@ -260,6 +260,72 @@ def _short(rid: str | None) -> str:
     return "null" if rid is None else rid[:12]
 
 
+# --- a receipt file outside the ledger's own files ------------------------------
+
+LATEST_FILE = "receipt.json"    # the results directory's copy of its newest sealed receipt
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Whether a receipt file is one a ledger sealed, and which."""
+    status: str                 # "sealed" | "sealed-reformatted" | "modified" | "unsealed" | "unverified"
+    receipt_id: str | None      # the ledger id its content matches
+    head: bool                  # it is the ledger's newest receipt
+    message: str
+
+    @property
+    def sealed(self) -> bool:
+        return self.status in ("sealed", "sealed-reformatted")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "receipt_id": self.receipt_id, "head": self.head, "message": self.message}
+
+
+def identify(data: bytes, doc: Any, entries: list[Entry] | None) -> FileIdentity:
+    """What ``data`` (a receipt file's bytes; ``doc`` its JSON) is, against a ledger's
+    ``entries`` (None: no ledger was found beside the file)."""
+    has_seal = isinstance(doc, Mapping) and isinstance(doc.get("seal"), Mapping)
+    if entries is None:
+        if has_seal:
+            return FileIdentity("unverified", None, False, "it carries a seal, but no ledger was found beside it "
+                                "to check the seal against")
+        return FileIdentity("unsealed", None, False, "it was never sealed: no ledger vouches for these numbers")
+    ids = {e.id for e in entries}
+    head = entries[-1].id if entries else None
+    rid = receipt_id(data)
+    if rid not in ids and isinstance(doc, Mapping):
+        try:
+            canon = receipt_id(canonical_json(doc))
+        except CanonicalError:
+            canon = None
+        if canon in ids:
+            return FileIdentity("sealed-reformatted", canon, canon == head,
+                                f"its content is sealed receipt {_short(canon)}, re-formatted (same values, other bytes)")
+    if rid in ids:
+        where = "the ledger's newest" if rid == head else "an earlier receipt of the ledger, not its newest"
+        return FileIdentity("sealed", rid, rid == head, f"sealed receipt {_short(rid)}, {where}")
+    if has_seal:
+        return FileIdentity("modified", None, False, f"it carries a seal but hashes to {_short(rid)}, which no "
+                            "ledger line names: it was changed after sealing, and its figures are not the sealed ones")
+    return FileIdentity("unsealed", None, False, "it was never sealed: no ledger vouches for these numbers")
+
+
+def check_latest(entries: list[Entry], data: bytes | None) -> list[Problem]:
+    """``receipt.json``, when present, must be byte for byte the ledger's newest receipt
+    (absent, it vouches for nothing and is not missed: the ledger is complete without it)."""
+    if not entries or data is None:
+        return []
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except ValueError:
+        doc = None
+    ident = identify(data, doc, entries)
+    if ident.status == "sealed" and ident.head:
+        return []
+    return [Problem("latest-changed", f"it is not the ledger's newest receipt {_short(entries[-1].id)}: "
+                    f"{ident.message}", LATEST_FILE, receipt=entries[-1].id)]
+
+
 # --- re-scoring --------------------------------------------------------------
 
 @dataclass(frozen=True)

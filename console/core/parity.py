@@ -1,5 +1,10 @@
 """Next-token parity: KL(p_ref ‖ p_cand), top-1 agreement, entropy, per-depth status.
 
+Per depth, besides the mean KL and top-1 the gate judges, the distribution of the rows
+is reported (``KLStats``, as llama-perplexity's KL-divergence report gives it): the
+standard errors, the KL quantiles and maximum, and the RMS of Δp, the change in the
+probability of the token the document really has next.
+
 Everything here is computed in float64 on small chunks (one row of the vocabulary
 at a time), so a memory-mapped float32 file is never copied whole. Inputs may be
 raw logits or log-probabilities: every figure is shift-invariant per row, which is
@@ -33,6 +38,63 @@ class ParityInputError(ValueError):
 
 # --- figures ---------------------------------------------------------------
 
+# The KL quantiles reported per depth, by field name.
+KL_QUANTILES = {"kl_median": 0.5, "kl_p90": 0.90, "kl_p95": 0.95, "kl_p99": 0.99, "kl_p999": 0.999}
+
+
+@dataclass(frozen=True)
+class KLStats:
+    """How one depth's rows are spread: reported beside the gated mean KL and top-1, never gated.
+
+    The mean KL and the top-1 agreement themselves are ``DepthFigures.kl`` and ``.top1``.
+    """
+    rows: int                 # rows graded at this depth (n)
+    kl_se: float | None       # standard error of the mean KL, nats; None with one row
+    kl_median: float          # KL quantiles over the rows, nats
+    kl_p90: float
+    kl_p95: float
+    kl_p99: float
+    kl_p999: float
+    kl_max: float             # the largest row KL, nats
+    top1_se: float            # binomial standard error of top-1 agreement, sqrt(p(1-p)/n)
+    rms_dp: float | None      # RMS of Δp = p_cand(t) - p_ref(t), t the document's next token; probability
+    dp_rows: int              # rows with a next token in the document (rms_dp's n); 0: rms_dp is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "KLStats":
+        opt = lambda k: None if d.get(k) is None else float(d[k])  # noqa: E731
+        return cls(rows=int(d["rows"]), kl_se=opt("kl_se"),
+                   **{k: float(d[k]) for k in (*KL_QUANTILES, "kl_max", "top1_se")},
+                   rms_dp=opt("rms_dp"), dp_rows=int(d.get("dp_rows") or 0))
+
+
+def kl_stats(kl: Sequence[float], agree: Sequence[bool], dp: Sequence[float | None]) -> KLStats:
+    """The spread of one depth's rows: per-row KL (nats), argmax agreement, and Δp (None for a
+    row whose next token the document does not hold)."""
+    k = np.asarray(kl, dtype=np.float64)
+    n = int(k.size)
+    if n == 0:
+        raise ParityInputError("no rows to summarise")
+    # numpy's default method "linear" (Hyndman & Fan type 7): interpolates between the two
+    # nearest order statistics, so every quantile lies within [min, max] and rises with q.
+    q = np.quantile(k, list(KL_QUANTILES.values()), method="linear")
+    p = sum(1 for a in agree if a) / n
+    d = np.asarray([x for x in dp if x is not None], dtype=np.float64)
+    return KLStats(
+        rows=n,
+        # the sample SD (ddof=1) over sqrt(n), as llama-perplexity reports the mean's uncertainty
+        kl_se=float(np.std(k, ddof=1) / math.sqrt(n)) if n > 1 else None,
+        **{name: float(v) for name, v in zip(KL_QUANTILES, q)},
+        kl_max=float(k.max()),
+        top1_se=math.sqrt(p * (1.0 - p) / n),
+        rms_dp=float(np.sqrt(np.mean(d * d))) if d.size else None,
+        dp_rows=int(d.size),
+    )
+
+
 @dataclass(frozen=True)
 class DepthFigures:
     depth: int
@@ -40,14 +102,19 @@ class DepthFigures:
     kl: float            # mean forward KL(p_ref ‖ p_cand) over rows, nats
     ref_entropy: float   # mean entropy of the reference rows, nats
     max_entropy: float   # log(V): the entropy of a uniform distribution
+    stats: KLStats | None = None   # the rows' spread; None in receipts that predate it
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.stats is None:
+            del d["stats"]      # absent, as in receipts that predate it
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DepthFigures":
         return cls(depth=int(d["depth"]), top1=float(d["top1"]), kl=float(d["kl"]),
-                   ref_entropy=float(d["ref_entropy"]), max_entropy=float(d["max_entropy"]))
+                   ref_entropy=float(d["ref_entropy"]), max_entropy=float(d["max_entropy"]),
+                   stats=KLStats.from_dict(d["stats"]) if d.get("stats") else None)
 
 
 @dataclass(frozen=True)
@@ -148,8 +215,12 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.einsum("i,i->", a, b))
 
 
-def _grade_one(x: np.ndarray, y: np.ndarray, buf: _Buffers) -> tuple[float, bool, float] | None:
-    """(kl, argmax agrees, ref entropy) of one row pair; None if any input is non-finite.
+def _grade_one(x: np.ndarray, y: np.ndarray, buf: _Buffers,
+               token: int = -1) -> tuple[float, bool, float, float | None] | None:
+    """(kl, argmax agrees, ref entropy, Δp) of one row pair; None if any input is non-finite.
+
+    Δp is p_cand(token) - p_ref(token), None when ``token`` is -1 (no next token known);
+    it reuses the maxima and sums of the pass, so it costs two lookups.
 
     Non-finite values need no separate pass: NaN/+inf poison the max, and -inf
     poisons Σ e·dx (0·-inf) or Σ e·(dx-dy) (+inf), so a non-finite result is the signal.
@@ -177,7 +248,10 @@ def _grade_one(x: np.ndarray, y: np.ndarray, buf: _Buffers) -> tuple[float, bool
     log_sx, log_sy = math.log(s_x), math.log(s_y)
     kl = e_diff / s_x - (log_sx - log_sy)
     entropy = log_sx - e_dx / s_x
-    return max(kl, 0.0), ix == iy, max(entropy, 0.0)   # rounding can dip a hair below 0
+    dp = None
+    if token >= 0:
+        dp = math.exp(float(y[token]) - my) / s_y - math.exp(float(x[token]) - mx) / s_x
+    return max(kl, 0.0), ix == iy, max(entropy, 0.0), dp   # rounding can dip a hair below 0
 
 
 def grade_row(ref_row: Any, cand_row: Any) -> RowGrade:
@@ -198,16 +272,16 @@ def grade_row(ref_row: Any, cand_row: Any) -> RowGrade:
         for name, a in (("reference row", ref), ("candidate row", cand)):
             if not np.isfinite(a).all():
                 raise ParityInputError(_non_finite_message(name, a, None, None))
-    kl, agree, entropy = got  # type: ignore[misc]
+    kl, agree, entropy, _ = got  # type: ignore[misc]
     return RowGrade(kl=kl, top1=1.0 if agree else 0.0, ref_entropy=entropy)
 
 
 def _grade_rows(ref: np.ndarray, cand: np.ndarray, cells: Sequence[tuple[int, int]],
-                depths: Sequence[int]) -> list[tuple[float, bool, float]]:
+                depths: Sequence[int], tokens: np.ndarray) -> list[tuple[float, bool, float, float | None]]:
     buf = _Buffers(ref.shape[2])
     out = []
     for d, r in cells:
-        got = _grade_one(ref[d, r], cand[d, r], buf)
+        got = _grade_one(ref[d, r], cand[d, r], buf, int(tokens[d, r]))
         if got is None:
             for name, a in (("reference logits", ref), ("candidate logits", cand)):
                 row = np.asarray(a[d, r])
@@ -217,13 +291,41 @@ def _grade_rows(ref: np.ndarray, cand: np.ndarray, cells: Sequence[tuple[int, in
     return out
 
 
+def next_token_ids(doc: Sequence[int], depths: Sequence[int], rows: int) -> np.ndarray:
+    """The document's own next token for every parity row, [depths, rows]; -1 past its end.
+
+    Row r of depth d predicts the token after a prefix of d - rows + 1 + r tokens
+    (docs/PROTOCOL.md), which is doc[d - rows + 1 + r].
+    """
+    out = np.full((len(depths), rows), -1, dtype=np.int64)
+    for i, d in enumerate(depths):
+        for r in range(rows):
+            pos = int(d) - rows + 1 + r
+            if 0 <= pos < len(doc):
+                out[i, r] = int(doc[pos])
+    return out
+
+
+def _token_grid(tokens: Any, n_depths: int, rows: int, vocab: int) -> np.ndarray:
+    if tokens is None:
+        return np.full((n_depths, rows), -1, dtype=np.int64)
+    t = np.asarray(tokens)
+    if t.shape != (n_depths, rows) or not np.issubdtype(t.dtype, np.integer):
+        raise ParityInputError(f"next tokens: expected integer ids of shape [{n_depths}, {rows}], "
+                               f"got {t.dtype} {list(t.shape)}")
+    if t.size and (t.min() < -1 or t.max() >= vocab):
+        raise ParityInputError(f"next tokens: ids must lie in [0, {vocab}) (or -1 for none)")
+    return t
+
+
 def grade_logits(ref: Any, cand: Any, depths: Sequence[int], rows: int, vocab: int,
-                 workers: int = 2) -> list[DepthFigures]:
+                 workers: int = 2, next_tokens: Any = None) -> list[DepthFigures]:
     """Per-depth figures of ``cand`` against ``ref`` (both [depths, rows, vocab]).
 
-    Rows are graded in ``workers`` threads (numpy releases the GIL in its loops); each
-    row is computed identically whatever the split, and rows are averaged in a fixed
-    order, so the result does not depend on ``workers``.
+    ``next_tokens`` ([depths, rows], ``next_token_ids``) gives each row's true next token
+    for Δp; without it RMS Δp is not reported. Rows are graded in ``workers`` threads (numpy
+    releases the GIL in its loops); each row is computed identically whatever the split,
+    and rows are averaged in a fixed order, so the result does not depend on ``workers``.
     """
     depths = [int(d) for d in depths]
     if not depths:
@@ -232,6 +334,7 @@ def grade_logits(ref: Any, cand: Any, depths: Sequence[int], rows: int, vocab: i
         raise ParityInputError(f"expected rows >= 1 and vocab >= 2, got rows={rows}, vocab={vocab}")
     r_grid = _as_grid(ref, "reference logits", len(depths), rows, vocab)
     c_grid = _as_grid(cand, "candidate logits", len(depths), rows, vocab)
+    tokens = _token_grid(next_tokens, len(depths), rows, vocab)
 
     cells = [(d, r) for d in range(len(depths)) for r in range(rows)]
     workers = max(1, min(int(workers), len(cells)))
@@ -239,22 +342,23 @@ def grade_logits(ref: Any, cand: Any, depths: Sequence[int], rows: int, vocab: i
     size = -(-len(cells) // workers)
     blocks = [cells[i:i + size] for i in range(0, len(cells), size)]
     if len(blocks) == 1:
-        results = _grade_rows(r_grid, c_grid, blocks[0], depths)
+        results = _grade_rows(r_grid, c_grid, blocks[0], depths, tokens)
     else:
         with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
-            parts = list(pool.map(lambda b: _grade_rows(r_grid, c_grid, b, depths), blocks))
+            parts = list(pool.map(lambda b: _grade_rows(r_grid, c_grid, b, depths, tokens), blocks))
         results = [x for part in parts for x in part]
 
     max_entropy = math.log(vocab)
     figures = []
     for i, depth in enumerate(depths):
-        chunk = results[i * rows:(i + 1) * rows]
+        kls, agrees, entropies, dps = zip(*results[i * rows:(i + 1) * rows])
         figures.append(DepthFigures(
             depth=depth,
-            top1=sum(1 for _, agree, _ in chunk if agree) / rows,
-            kl=math.fsum(kl for kl, _, _ in chunk) / rows,
-            ref_entropy=math.fsum(h for _, _, h in chunk) / rows,
+            top1=sum(1 for agree in agrees if agree) / rows,
+            kl=math.fsum(kls) / rows,
+            ref_entropy=math.fsum(entropies) / rows,
             max_entropy=max_entropy,
+            stats=kl_stats(kls, agrees, dps),
         ))
     return figures
 

@@ -15,7 +15,7 @@ from .. import protocol
 from ..core import gate, parity
 from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
-from .plan import Item, logits_argv, sha256_file
+from .plan import DOC_NAME, Item, logits_argv, sha256_file
 from .reps import Bench, run_rep
 
 LOGITS_MAX_BYTES = 1 << 30
@@ -30,6 +30,14 @@ def read_reference(b: Bench) -> np.ndarray:
     except parity.ParityInputError as e:
         raise UsageError(f"{p.path}: key 'parity.reference': the reference logits do not fit the profile: {e}",
                          "Recapture the reference (`console reference capture`) or fix parity.depths/rows/vocab.") from None
+
+
+def next_tokens(b: Bench) -> np.ndarray:
+    """Each parity row's true next token, from the round's copy of the pinned document (checked
+    before the round copied it) for Δp."""
+    p = b.profile
+    doc = [int(w) for w in (b.inputs / DOC_NAME).read_bytes().split()]
+    return parity.next_token_ids(doc, p.parity.depths, p.parity.rows)
 
 
 def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[], None]) -> ParitySide:
@@ -48,7 +56,8 @@ def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[],
     try:
         arr = protocol.read_logits(out_dir / p.parity.output, depths=len(p.parity.depths),
                                    rows=p.parity.rows, vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
-        figs = parity.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab)
+        figs = parity.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab,
+                                   next_tokens=next_tokens(b))
     except parity.ParityInputError as e:
         return ParitySide(error=str(e), wall_s=wall)
     return ParitySide(logits_sha256=sha256_file(out_dir / p.parity.output), depths=list(figs), wall_s=wall)
@@ -59,7 +68,8 @@ def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench,
     rules = b.profile.gate
     for f, st in zip(side.depths, gate.grade_depths(side, main, rules)):
         emit(ev.DepthGraded(build=build, depth=f.depth, top1=f.top1, kl=f.kl, ref_entropy=f.ref_entropy,
-                            status=st.status, reasons=[r.message for r in st.reasons]))
+                            status=st.status, reasons=[r.message for r in st.reasons],
+                            stats=f.stats.to_dict() if f.stats else None))
     emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules),
                        worst_depth=parity.worst_depth(side.depths, rules),
                        error=side.error))

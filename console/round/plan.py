@@ -102,6 +102,9 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
     p = cfg.profile
     return {"round_id": round_id, "kind": cfg.kind, "reps": pair_budget(cfg), "depth": p.bench.depth,
             "sequential": cfg.kind == "round",
+            # for progress: reps before and after the timed pairs, and the timed part's minutes budget
+            "head_reps": len(schedule_head(p)), "tail_reps": len(schedule_tail(p, 0)),
+            "max_minutes": p.gate.max_minutes,
             "tokens": p.bench.tokens, "short_tokens": p.bench.short_tokens,
             "parity_depths": list(p.parity.depths), "runtime": runtime,
             "parity": {"depths": list(p.parity.depths), "top1_min": p.gate.top1_min, "kl_max": p.gate.kl_max,

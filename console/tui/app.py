@@ -8,6 +8,7 @@ selected build or rep, ``r`` receipt, ``q`` quit.
 """
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -73,15 +74,20 @@ class ConsoleApp(App[int]):
         self._drain_timer: Any = None
         self._awaiting_refresh = False
         self._drain_wanted = False
+        self._stream_closed: StreamClosed | None = None  # held until the batch on screen is drawn
         self.running = False
         self.aborting = False
         self.dashboard = DashboardScreen(clock)
 
     # --- lifecycle -------------------------------------------------------
-    async def on_mount(self) -> None:
-        await self.push_screen(self.dashboard)  # mounted before any event is applied
+    def get_default_screen(self) -> DashboardScreen:
+        return self.dashboard  # mounted before any event is applied
+
+    def on_ready(self) -> None:
+        # The dashboard's first frame is on screen. It renders every widget from scratch: a
+        # stream started before it would queue the round's first events behind it.
         if self._autostart:
-            self.action_start()
+            self.call_after_refresh(self.action_start)
         elif self._factory is not None:
             self.dashboard.note("info", "idle", "press s to start a round")
 
@@ -110,6 +116,7 @@ class ConsoleApp(App[int]):
         self._source = source
         self.running = True
         self.aborting = False
+        _freeze_startup_heap()
         self._pump(source)
 
     @work(thread=True, exclusive=True, group="stream", exit_on_error=False)
@@ -156,21 +163,37 @@ class ConsoleApp(App[int]):
         arrivals = self._inbox.drain()
         if not arrivals:
             return
-        self.dashboard.apply_batch(a.event for a in arrivals)
+        dash = self.dashboard
+        dash.apply_batch(a.event for a in arrivals)
         received = [a.received for a in arrivals]
         self._awaiting_refresh = True
+        frames = dash.frames
 
-        def refreshed() -> None:
+        def refreshed(retry: bool = True) -> None:
+            if retry and dash.frames == frames:
+                # Textual runs this as soon as the screen is idle with nothing to redraw, which
+                # can be before the batch's widgets (they report on their own idle) have asked
+                # to be: wait for the refresh that draws them (once: a batch may change nothing).
+                dash.call_after_refresh(refreshed, False)
+                return
             self._awaiting_refresh = False
             if self.latency_probe is not None:
                 self.latency_probe(received)
             if self._drain_wanted:
                 self._drain_wanted = False
                 self._request_drain(self._inbox.full)
+            if self._stream_closed is not None and not self._awaiting_refresh:
+                self.on_stream_closed(self._stream_closed)
 
-        self.dashboard.call_after_refresh(refreshed)
+        dash.call_after_refresh(refreshed)
 
     def on_stream_closed(self, message: StreamClosed) -> None:
+        if self._awaiting_refresh:
+            # The batch on its way to the screen goes first: the last events (a verdict
+            # re-lays out the whole screen) would hold up its refresh.
+            self._stream_closed = message
+            return
+        self._stream_closed = None
         self._drain()
         self.running = False
         dash = self.dashboard
@@ -236,6 +259,20 @@ class ConsoleApp(App[int]):
         ended = self.dashboard.ended
         code = ended.exit_code if ended is not None else 0
         self.exit(code, return_code=code)
+
+
+_heap_frozen = False
+
+
+def _freeze_startup_heap() -> None:
+    """Take what is alive when the first round starts (imports, the app, its widgets) out of
+    the garbage collector's walk: it lives as long as the process, and a full collection
+    walking it stalls the screen for 50-100 ms mid-round."""
+    global _heap_frozen
+    if not _heap_frozen:
+        _heap_frozen = True
+        gc.collect()  # so that no garbage is kept for good
+        gc.freeze()
 
 
 def _is_source(obj: Any) -> bool:

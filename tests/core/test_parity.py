@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core.parity import (DepthFigures, ParityInputError, depth_status, drift_ratio, grade_logits,
-                                 grade_row, log_softmax, worst_depth)
+from console.core.parity import (KL_QUANTILES, DepthFigures, KLStats, ParityInputError, depth_status, drift_ratio,
+                                 grade_logits, grade_row, kl_stats, log_softmax, next_token_ids, worst_depth)
 from console.profile import GateRules
 
 RULES = GateRules()
@@ -247,3 +247,151 @@ def test_worst_depth_ties():
     figs.append(fig(1024, kl=0.5, ref_entropy=math.log(2048)))    # uncheckable … but failing KL
     assert worst_depth(figs, RULES) == 1024
     assert worst_depth([fig(4, ref_entropy=math.log(2048))], RULES) is None
+
+
+# --- the rows' spread (KLStats): reported beside the gated figures ---------------
+
+row_kls = st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=300)
+
+
+@settings(max_examples=300)
+@given(kls=row_kls)
+def test_kl_quantiles_are_ordered_and_bounded_by_the_rows(kls):
+    s = kl_stats(kls, [True] * len(kls), [None] * len(kls))
+    qs = [getattr(s, k) for k in KL_QUANTILES]
+    assert qs == sorted(qs)
+    assert min(kls) <= qs[0] and qs[-1] <= s.kl_max == max(kls)
+    assert s.rows == len(kls) and s.kl_median == pytest.approx(float(np.median(kls)), rel=1e-12, abs=1e-300)
+
+
+@settings(max_examples=300)
+@given(kls=row_kls.filter(lambda x: len(x) > 1))
+def test_kl_se_is_the_sample_sd_over_root_n(kls):
+    s = kl_stats(kls, [True] * len(kls), [None] * len(kls))
+    assert s.kl_se == pytest.approx(float(np.std(kls, ddof=1)) / math.sqrt(len(kls)), rel=1e-12, abs=1e-300)
+
+
+@given(kl=st.floats(0, 50), n=st.integers(2, 200))
+def test_kl_se_vanishes_for_identical_rows(kl, n):
+    s = kl_stats([kl] * n, [True] * n, [None] * n)
+    assert s.kl_se == pytest.approx(0.0, abs=1e-15 * max(kl, 1e-300))
+    assert s.kl_median == s.kl_p999 == s.kl_max == kl
+
+
+@given(agree=st.lists(st.booleans(), min_size=1, max_size=300))
+def test_top1_se_is_binomial(agree):
+    s = kl_stats([0.0] * len(agree), agree, [None] * len(agree))
+    p = sum(agree) / len(agree)
+    assert s.top1_se == pytest.approx(math.sqrt(p * (1 - p) / len(agree)), rel=1e-12, abs=0)
+
+
+@given(dp=st.lists(st.one_of(st.none(), st.floats(-1, 1)), min_size=1, max_size=100))
+def test_rms_dp_covers_only_rows_with_a_next_token(dp):
+    s = kl_stats([0.0] * len(dp), [True] * len(dp), dp)
+    known = [x for x in dp if x is not None]
+    assert s.dp_rows == len(known)
+    if known:
+        assert s.rms_dp == pytest.approx(math.sqrt(math.fsum(x * x for x in known) / len(known)), rel=1e-12, abs=1e-300)
+    else:
+        assert s.rms_dp is None
+
+
+def test_one_row_has_no_kl_se():
+    s = kl_stats([0.25], [False], [0.1])
+    assert s.kl_se is None and s.top1_se == 0.0 and s.kl_median == s.kl_max == 0.25
+    assert s.rms_dp == pytest.approx(0.1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 6), vocab=st.integers(2, 300))
+def test_identical_logits_have_no_spread(seed, rows, vocab):
+    x = logits(2, rows, vocab, seed=seed)
+    tokens = np.random.default_rng(seed).integers(0, vocab, (2, rows))
+    for f in grade_logits(x, x.copy(), [8, 16], rows, vocab, next_tokens=tokens):
+        s = f.stats
+        assert s.rms_dp == 0.0 and s.dp_rows == rows and s.kl_max == 0.0 and s.top1_se == 0.0
+        assert s.kl_se in (0.0, None) and all(getattr(s, k) == 0.0 for k in KL_QUANTILES)
+
+
+def test_delta_p_is_the_change_in_the_next_tokens_probability():
+    ref = logits(2, 3, 700, seed=12)
+    cand = ref + logits(2, 3, 700, seed=13, scale=0.3)
+    tokens = np.array([[5, 17, -1], [699, 0, 42]])
+    pr, pc = np.exp(log_softmax(ref)), np.exp(log_softmax(cand))
+    for i, f in enumerate(grade_logits(ref, cand, [4, 8], 3, 700, next_tokens=tokens)):
+        dp = [pc[i, r, t] - pr[i, r, t] for r, t in enumerate(tokens[i]) if t >= 0]
+        assert f.stats.dp_rows == len(dp)
+        assert f.stats.rms_dp == pytest.approx(math.sqrt(np.mean(np.square(dp))), rel=1e-9)
+        kls = np.sum(pr[i] * (log_softmax(ref[i]) - log_softmax(cand[i])), axis=-1)
+        assert f.stats.kl_max == pytest.approx(kls.max(), rel=1e-9)
+        assert f.stats.kl_se == pytest.approx(np.std(kls, ddof=1) / math.sqrt(3), rel=1e-6)
+        assert f.kl == pytest.approx(kls.mean(), rel=1e-9)   # the gated mean is unchanged
+
+
+def test_without_next_tokens_rms_dp_is_not_reported():
+    x = logits(1, 2, 50)
+    [f] = grade_logits(x, x + 0.01, [4], 2, 50)
+    assert f.stats.rms_dp is None and f.stats.dp_rows == 0
+
+
+def test_next_tokens_follow_the_row_layout():
+    doc = list(range(100, 110))                        # 10 tokens
+    got = next_token_ids(doc, [3, 9, 10], rows=3)
+    # row r of depth d predicts doc[d - rows + 1 + r]; past the end there is none
+    assert got.tolist() == [[101, 102, 103], [107, 108, 109], [108, 109, -1]]
+
+
+@pytest.mark.parametrize("tokens,needle", [
+    (np.zeros((2, 2), dtype=np.int64), "shape"),
+    (np.zeros((1, 2), dtype=np.float64), "integer"),
+    (np.array([[0, 10]]), "must lie in"),
+    (np.array([[-2, 0]]), "must lie in"),
+])
+def test_bad_next_tokens_are_refused(tokens, needle):
+    x = logits(1, 2, 10)
+    with pytest.raises(ParityInputError, match=needle):
+        grade_logits(x, x, [4], 2, 10, next_tokens=tokens)
+
+
+def test_depth_figures_carry_their_stats_and_read_without_them():
+    x = logits(1, 4, 30)
+    [f] = grade_logits(x, x * 1.1, [4], 4, 30, next_tokens=np.arange(4)[None, :])
+    assert isinstance(f.stats, KLStats) and DepthFigures.from_dict(f.to_dict()) == f
+    old = {"depth": 4, "top1": 1.0, "kl": 1e-6, "ref_entropy": 3.1, "max_entropy": 7.6}   # before stats
+    assert DepthFigures.from_dict(old).stats is None and DepthFigures.from_dict(old).to_dict() == old
+
+
+def test_old_receipts_load_without_stats_and_re_derive_their_verdict():
+    import json
+    from pathlib import Path
+
+    from console.core import gate
+    from console.core.receipt import Receipt
+    sealed = sorted((Path(__file__).resolve().parents[1] / "data" / "receipts-v1" / "receipts").glob("*.json"))
+    assert sealed
+    for path in sealed:
+        d = json.loads(path.read_text())
+        r = Receipt.from_dict(d)
+        sides = [s for s in (r.parity.main, r.parity.candidate) if s is not None]
+        assert sides and all(f.stats is None for s in sides for f in s.depths)
+        v = gate.decide(d, r.rules).to_dict()
+        assert (v["outcome"], v["tier"], v["exit_code"]) == \
+            (d["verdict"]["outcome"], d["verdict"]["tier"], d["verdict"]["exit_code"])
+        assert [x["code"] for x in v["reasons"]] == [x["code"] for x in d["verdict"]["reasons"]]
+
+
+def test_stats_are_reported_never_gated():
+    from console.core import gate
+    from core.receipts import default_rules, make_receipt
+    bare = make_receipt()
+    spread = kl_stats([1e-6, 2.0], [True, False], [0.5, -0.5]).to_dict()   # a wild spread
+    with_stats = make_receipt()
+    for side in ("main", "candidate"):
+        for d in with_stats["parity"][side]["depths"]:
+            d["stats"] = spread
+    a, b = gate.decide(bare, default_rules()).to_dict(), gate.decide(with_stats, default_rules()).to_dict()
+    for v in (a, b):
+        for row in v["parity"]["depths"]:
+            for side in ("main", "candidate"):
+                (row[side] or {}).pop("stats", None)
+    assert a == b

@@ -1,7 +1,7 @@
 """The round dashboard: every event lands on exactly one widget, in arrival order."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -20,6 +20,7 @@ from ..widgets.parity import ParityPanel
 from ..widgets.reps import RepPlot, RepSummary, RepTable
 from ..widgets.verdict import VerdictPanel
 
+W = TypeVar("W")
 BUILDS = ("main", "candidate")
 _BUILD_STATE = (ev.BuildStarted, ev.BuildDone, ev.BuildFailed)
 
@@ -33,6 +34,8 @@ class DashboardScreen(Screen[None]):
         self.ended: ev.RoundEnded | None = None
         self.last_build: str | None = None
         self.events_applied = 0
+        self.frames = 0  # screen refreshes drawn so far
+        self._widgets: dict[type, Any] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             ev.RoundStarted: self._round_started, ev.PhaseStarted: self._phase,
             ev.Notice: self._notice, ev.BuildStarted: self._build_started,
@@ -62,26 +65,38 @@ class DashboardScreen(Screen[None]):
             yield VerdictPanel()
         yield Footer()
 
+    def _compositor_refresh(self) -> None:
+        super()._compositor_refresh()
+        self.frames += 1  # the app's latency probe waits for one drawn after each batch
+
     # --- widgets ---------------------------------------------------------
+    def _one(self, cls: type[W]) -> W:
+        # Looked up once: these widgets live as long as the dashboard, and a query per event
+        # is a sizeable share of applying a batch.
+        found = self._widgets.get(cls)
+        if found is None:
+            found = self._widgets[cls] = self.query_one(cls)
+        return found
+
     @property
     def header(self) -> RoundHeader:
-        return self.query_one(RoundHeader)
+        return self._one(RoundHeader)
 
     @property
     def parity(self) -> ParityPanel:
-        return self.query_one(ParityPanel)
+        return self._one(ParityPanel)
 
     @property
     def reps(self) -> RepTable:
-        return self.query_one(RepTable)
+        return self._one(RepTable)
 
     @property
     def verdict(self) -> VerdictPanel:
-        return self.query_one(VerdictPanel)
+        return self._one(VerdictPanel)
 
     @property
     def notices(self) -> NoticeLog:
-        return self.query_one(NoticeLog)
+        return self._one(NoticeLog)
 
     def build_panel(self, build: str) -> BuildPanel:
         found = self.query(f"#build-{build}")
@@ -119,11 +134,12 @@ class DashboardScreen(Screen[None]):
                 if handler is not None:
                     handler(event)
             flush_logs()
+            self.reps.flush()
             for sample in telemetry.values():
                 self.header.set_telemetry(sample.source, sample.values, redraw=False)
             # Derived displays are redrawn once per batch, not once per event.
             self.header.redraw()
-            self.query_one(RepSummary).redraw()
+            self._one(RepSummary).redraw()
 
     def note(self, level: str, code: str, message: str, at: float | None = None) -> None:
         self.notices.add(level, code, message, at)
@@ -151,7 +167,8 @@ class DashboardScreen(Screen[None]):
         self.note("error", "build-failed", f"{e.build}: {e.message}", e.at)
 
     def _depth_graded(self, e: ev.DepthGraded) -> None:
-        self.parity.graded(e.build, e.depth, e.top1, e.kl, e.status, list(e.reasons or []))
+        self.parity.graded(e.build, e.depth, e.top1, e.kl, e.status, list(e.reasons or []),
+                           stats=getattr(e, "stats", None) or None)
 
     def _parity_done(self, e: ev.ParityDone) -> None:
         self.parity.done(e.build, e.ok, e.worst_depth, e.error)
@@ -172,19 +189,22 @@ class DashboardScreen(Screen[None]):
         # The running figures use the gate's own test of a single rep (the round's claim
         # checks come with the verdict): suspect, failed or unclocked reps never show.
         if rep.phase == "timed" and counts(rep):
-            self.query_one(RepSummary).add(rep.build, float(rep.value))
-            self.query_one(RepPlot).add(rep.build, rep.position, float(rep.value))
+            self._one(RepSummary).add(rep.build, float(rep.value))
+            self._one(RepPlot).add(rep.build, rep.position, float(rep.value))
 
     def _plan_ready(self, e: ev.PlanReady) -> None:
-        self.query_one(RepSummary).set_plan(e.sentence)
+        self._one(RepSummary).set_plan(e.sentence)
         self.note("info", "plan", e.sentence, e.at)
 
     def _decision_step(self, e: ev.DecisionStep) -> None:
-        self.query_one(RepSummary).set_decision(decision_text(e))
+        self._one(RepSummary).set_decision(decision_text(e))
 
     def _verdict(self, e: ev.VerdictReady) -> None:
         self.verdict.show(e.verdict or {})
-        self.add_class("-verdict")
+        # "-verdict" only resizes #bottom (console.tcss): restyle that subtree, not the whole
+        # screen (a restyle of every widget holds the verdict's frame up by ~30 ms).
+        self.add_class("-verdict", update=False)
+        self.query_one("#bottom").update_node_styles()
 
     def _round_ended(self, e: ev.RoundEnded) -> None:
         self.ended = e

@@ -146,4 +146,4 @@ class RoundHeader(Static):
         glance += telemetry_glance(self.telemetry.get("host", {}))
         if glance:
             t.append("  " + " · ".join(glance), style="cyan")
-        self.update(t)
+        self.update(t, layout=False)  # two lines, always: a repaint, not a re-layout of the screen

@@ -1,4 +1,9 @@
-"""Parity against the reference: one stable row per depth, filled as depths are graded."""
+"""Parity against the reference: one stable row per depth, filled as depths are graded.
+
+Under the gated figures, once a round reports them, the spread of one build's rows per depth
+(``console.core.parity.KLStats``): mean KL ± its relative SE, the 99th percentile and the
+maximum, top-1 ± its binomial SE, and RMS Δp. The candidate's is shown when it has one.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -20,6 +25,36 @@ def fmt_top1(v: Any) -> str:
 
 def fmt_kl(v: Any) -> str:
     return f"{v:.1e}" if isinstance(v, (int, float)) else "—"
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def fmt_small(v: Any) -> str:
+    """Two significant digits with a bare exponent ("1.7e-6"): the spread columns are narrow."""
+    if not _num(v):
+        return "—"
+    if v == 0:
+        return "0"
+    mantissa, exp = f"{v:.1e}".split("e")
+    return f"{mantissa}e{int(exp)}"
+
+
+def fmt_kl_se(kl: Any, se: Any) -> str:
+    """Mean KL ± its standard error relative to the mean ("1.7e-6±5%"). Row KLs are never
+    negative, so the SE is at most the mean: 11 cells at most."""
+    if not _num(kl):
+        return "—"
+    if not _num(se) or kl == 0:
+        return fmt_small(kl)
+    return fmt_small(kl) + f"±{se / kl:.0%}"
+
+
+def fmt_top1_se(top1: Any, se: Any) -> str:
+    if not _num(top1):
+        return "—"
+    return f"{top1:.3f}" + (f"±{se:.3f}".replace("0.", ".", 1) if _num(se) else "")
 
 
 def status_text(status: str | None) -> Text:
@@ -48,6 +83,8 @@ class ParityPanel(Vertical):
     ParityPanel { height: auto; border: round $primary-darken-2; }
     ParityPanel DataTable { height: auto; max-height: 12; scrollbar-size: 1 1; }
     ParityPanel .parity-notes { height: auto; padding: 0 1; }
+    ParityPanel .parity-spread-caption { height: auto; padding: 0 1; color: $text-muted; }
+    ParityPanel #parity-spread { padding-left: 1; }
     """
 
     def __init__(self, **kw: Any) -> None:
@@ -58,6 +95,7 @@ class ParityPanel(Vertical):
         self.parity_ok: dict[str, bool] = {}
         self.errors: dict[str, str] = {}
         self.scored: dict[str, dict[str, Any]] = {}
+        self.spread: dict[str, dict[int, dict[str, Any]]] = {}   # build -> depth -> figures and KLStats
         self.notes_plain = ""
 
     def compose(self) -> ComposeResult:
@@ -71,10 +109,27 @@ class ParityPanel(Vertical):
         table.add_column("grade m/c", key="grade", width=11)
         yield table
         yield Static("", classes="parity-notes")
+        # The spread of one build's rows: shown once a round reports it (older journals do not).
+        # No cell padding: each width holds its widest value plus the gap after it, so six
+        # columns fit the 58-cell column (padding on both sides would not).
+        yield Static("", classes="parity-spread-caption")
+        spread: DataTable = DataTable(cursor_type="none", zebra_stripes=False, id="parity-spread", cell_padding=0)
+        for label, key, width in (("depth", "depth", 6), ("KL±SE", "kl", 13), ("KL p99", "p99", 8),
+                                  ("KL max", "max", 8), ("top1±SE", "top1", 12), ("RMS Δp", "dp", 6)):
+            spread.add_column(label, key=key, width=width)
+        yield spread
+
+    def on_mount(self) -> None:
+        for part in (self.spread_table, self.query_one(".parity-spread-caption")):
+            part.display = False
 
     @property
     def table(self) -> DataTable:
-        return self.query_one(DataTable)
+        return self.query_one("#parity-table", DataTable)
+
+    @property
+    def spread_table(self) -> DataTable:
+        return self.query_one("#parity-spread", DataTable)
 
     def set_plan(self, plan: dict[str, Any]) -> None:
         caption = bar_caption(plan)
@@ -90,6 +145,7 @@ class ParityPanel(Vertical):
             self.rows[depth] = {}
             self.table.add_row(Text(str(depth)), "…", "…", "…", "…", status_text(None),
                                key=str(depth))
+            self.spread_table.add_row(Text(str(depth)), "…", "…", "…", "…", "…", key=str(depth))
         return self.rows[depth]
 
     def _grade_text(self, depth: int) -> Text:
@@ -105,7 +161,7 @@ class ParityPanel(Vertical):
         return Text(f"{depth} ◀", style="bold reverse yellow")
 
     def graded(self, build: str, depth: int, top1: float, kl: float, status: str,
-               reasons: list[str]) -> None:
+               reasons: list[str], stats: dict[str, Any] | None = None) -> None:
         row = self._ensure_row(depth)
         row[build] = status
         row[f"{build}_reasons"] = reasons
@@ -115,7 +171,31 @@ class ParityPanel(Vertical):
             self.table.update_cell(key, cols[0], fmt_top1(top1))
             self.table.update_cell(key, cols[1], fmt_kl(kl))
         self.table.update_cell(key, "grade", self._grade_text(depth))
+        if stats and build in _BUILD_COLS:
+            self.spread.setdefault(build, {})[depth] = {**stats, "kl_mean": kl, "top1": top1}
+            self._redraw_spread()
         self._redraw_notes()
+
+    def _spread_build(self) -> str | None:
+        return next((b for b in ("candidate", "main") if self.spread.get(b)), None)
+
+    def _redraw_spread(self) -> None:
+        build = self._spread_build()
+        if build is None:
+            return
+        figures = self.spread[build]
+        n = next(iter(figures.values())).get("rows", "?")
+        caption = self.query_one(".parity-spread-caption", Static)
+        caption.update(f"{build}'s {n} rows per depth: spread (KL in nats)")
+        table = self.spread_table
+        for depth in self.rows:
+            f = figures.get(depth)
+            cells = ("…",) * 5 if f is None else (
+                fmt_kl_se(f.get("kl_mean"), f.get("kl_se")), fmt_small(f.get("kl_p99")), fmt_small(f.get("kl_max")),
+                fmt_top1_se(f.get("top1"), f.get("top1_se")), fmt_small(f.get("rms_dp")))
+            for col, value in zip(("kl", "p99", "max", "top1", "dp"), cells):
+                table.update_cell(str(depth), col, value)
+        caption.display = table.display = True
 
     def done(self, build: str, ok: bool, worst_depth: int | None, error: str | None) -> None:
         previous = self.worst.get(build)

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, Iterable
 
 from rich.text import Text
 from textual import events
+from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowKey
 from textual_plotext import PlotextPlot
 
 from ...core import stats
@@ -33,6 +35,7 @@ class RepTable(DataTable):
         super().__init__(cursor_type="row", id="reps-table", **kw)
         self.records: dict[str, dict[str, Any]] = {}
         self._done: set[str] = set()
+        self._pending: dict[str, list[Any]] = {}  # this batch's new rows (see flush)
         self._follow_pending = False
         self._followed_row = 0      # where following last put the cursor
 
@@ -45,9 +48,29 @@ class RepTable(DataTable):
             self.add_column(label, key=key, width=width)
 
     def _row(self, key: str, build: str, phase: str, index: Any, position: Any) -> None:
-        self.add_row(str(position), _BUILD_SHORT.get(build, build), phase, str(index),
-                     "…", "", Text("running", style="dim"), key=key)
+        self._pending[key] = [str(position), _BUILD_SHORT.get(build, build), phase, str(index),
+                              "…", "", Text("running", style="dim")]
+
+    def flush(self) -> None:
+        """Add the rows that arrived since the last flush (the dashboard flushes once per
+        batch): a rep that started and finished within one batch is added filled in, instead
+        of added and then updated cell by cell."""
+        if not self._pending:
+            return
+        for key, cells in self._pending.items():
+            self.add_row(*cells, key=key)
+        self._pending.clear()
         self._follow()
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # Every column has a fixed width and every row one line, so new rows change only the
+        # height; DataTable would measure each new cell for content widths it never uses.
+        if any(c.auto_width for c in self.columns.values()):
+            super()._update_dimensions(new_rows)
+            return
+        width = sum(c.get_render_width(self) for c in self.columns.values())
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(width, self._total_row_height + header)
 
     def _follow(self) -> None:
         # Follow the newest rep unless the user moved the cursor to read an older one.
@@ -56,6 +79,14 @@ class RepTable(DataTable):
             self._follow_pending = True
 
     def on_resize(self, event: events.Resize) -> None:
+        # DataTable's render caches key on its update count, which every batch changes: entries
+        # from earlier batches are never read again. At DataTable's sizes (10,000 cells, 1,000
+        # rows and lines) they pile up by the tens of thousands for the garbage collector to walk
+        # mid-round; a frame reuses at most a screenful.
+        lines = 2 * event.size.height
+        for cache, size in ((self._cell_render_cache, 8 * lines), (self._row_render_cache, lines),
+                            (self._row_renderable_cache, lines), (self._line_cache, lines)):
+            cache.maxsize = size
         # The dashboard shrinks this table when the verdict arrives: a follower keeps the
         # newest row in view at the new height.
         if self.row_count and self.cursor_row == self._followed_row:
@@ -96,12 +127,17 @@ class RepTable(DataTable):
         flags = [str(f) for f in (rep.get("suspect") or [])]
         flags += [str(f) for f in (rep.get("refusals") or [])]
         wall = rep.get("wall_s")
-        self.update_cell(key, "value", fmt_value(rep.get("value")))
-        self.update_cell(key, "wall", f"{wall:.2f}" if isinstance(wall, (int, float)) else "—")
         cell = Text(status, style=_STATUS_STYLE.get(status, "bold red"))
         if flags:
             cell.append(" " + ",".join(flags), style="yellow")
-        self.update_cell(key, "status", cell)
+        cells = (fmt_value(rep.get("value")),
+                 f"{wall:.2f}" if isinstance(wall, (int, float)) else "—", cell)
+        pending = self._pending.get(key)
+        if pending is not None:
+            pending[4:] = cells
+        else:
+            for column, value in zip(("value", "wall", "status"), cells):
+                self.update_cell(key, column, value)
         return key
 
     def selected_record(self) -> dict[str, Any] | None:
@@ -133,7 +169,8 @@ class RepSummary(Static):
         self.decision = line
 
     def add(self, build: str, value: float) -> None:
-        self.values.setdefault(build, []).append(value)  # redrawn per batch
+        # Kept sorted: the core's summary sorts them again per batch, in linear time when sorted.
+        bisect.insort(self.values.setdefault(build, []), value)  # redrawn per batch
 
     def median(self, build: str) -> float | None:
         return stats.summary(self.values.get(build) or [])["median"]
@@ -156,7 +193,7 @@ class RepSummary(Static):
             t.append("plan ", style="bold")
             t.append(self.plan, style="dim")
         t.rstrip()
-        self.update(t)
+        self.update(t, layout=False)  # a fixed three lines: a repaint, not a re-layout
 
 
 class RepPlot(PlotextPlot):

@@ -1,0 +1,81 @@
+"""Saved rounds as comparison sources: receipt files and results directories (ledgers)."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from . import store
+from .core.compare import Source
+from .core.ledger import LEDGER_FILE
+from .core.receipt import Receipt, ReceiptError
+from .errors import UsageError
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a date", "Give YYYY-MM-DD or an ISO time such as "
+                         "2026-12-01T08:00:00Z.") from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _receipt(doc: object, where: str) -> Receipt:
+    try:
+        return Receipt.from_dict(doc)  # type: ignore[arg-type]
+    except ReceiptError as e:
+        raise UsageError(f"{where}: {e}", "Give receipt files or results directories of the console.") from None
+
+
+def _from_file(path: Path) -> Source:
+    try:
+        data = path.read_bytes()
+        doc = json.loads(data)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read receipt {path}: {e}", "Give a receipt file or a results directory.") from None
+    ident, _ = store.identify_file(path, data, doc)
+    rid = ident.receipt_id
+    return Source(rid[:12] if rid else path.name, _receipt(doc, str(path)), rid)
+
+
+def _from_dir(path: Path) -> list[Source]:
+    if not (path / LEDGER_FILE).is_file():
+        raise UsageError(f"{path} holds no {LEDGER_FILE}", "Give the --out directory of rounds, or receipt files.")
+    return [Source(rid[:12], _receipt(doc, f"{path}: receipt {rid[:12]}"), rid)
+            for rid, doc in store.ledger_receipts(path).items()]
+
+
+def select_sources(paths: Sequence[Path], node: str | None = None, since: str | None = None) -> list[Source]:
+    """Every round named by ``paths`` (in order, each sealed receipt once), kept when it ran on
+    ``node`` (host name or the profile's node class) and was sealed at or after ``since``."""
+    after = _since(since)
+    found: list[Source] = []
+    seen: set[str] = set()
+    for p in paths:
+        if not p.exists():
+            raise UsageError(f"{p} does not exist", "Give receipt files or results directories.")
+        for s in (_from_dir(p) if p.is_dir() else [_from_file(p)]):
+            if s.receipt_id and s.receipt_id in seen:
+                continue
+            if node and node not in (s.receipt.host.get("hostname"), s.receipt.profile.node):
+                continue
+            if after and _sealed_time(s) < after:
+                continue
+            seen.add(s.receipt_id or "")
+            found.append(s)
+    if not found:
+        raise UsageError("no round matches" + (f" --node {node}" if node else "") + (f" --since {since}" if since else ""),
+                         "Check the filters; `console ledger show DIR` lists the sealed rounds.")
+    return found
+
+
+def _sealed_time(s: Source) -> datetime:
+    try:
+        t = datetime.fromisoformat(s.sealed_at)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)

@@ -1,0 +1,98 @@
+"""The parity panel's spread table: each depth's KLStats, shown once a round reports them.
+
+Regenerate the snapshot after an intended change of look:
+    .venv/bin/pytest tests/tui/test_parity_widget.py --snapshot-update
+"""
+from __future__ import annotations
+
+import json
+
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+
+from console import events as ev
+from console.replay import ReplaySource
+from console.tui.widgets.parity import ParityPanel, fmt_kl_se, fmt_small, fmt_top1_se
+
+from .conftest import SIZE
+from .test_replay import make_receipt
+
+DEPTHS = [64, 128, 256, 512, 1024, 2048, 4096]
+ROWS = 64
+
+
+def stats(kl: float, top1: float, rms_dp: float) -> dict:
+    """A depth's KLStats as the event carries it (figures shaped like the demo's main)."""
+    return {"rows": ROWS, "kl_se": kl * 0.052, "kl_median": kl * 0.95, "kl_p90": kl * 1.5, "kl_p95": kl * 1.7,
+            "kl_p99": kl * 2.1, "kl_p999": kl * 2.2, "kl_max": kl * 2.2,
+            "top1_se": (top1 * (1 - top1) / ROWS) ** 0.5, "rms_dp": rms_dp, "dp_rows": ROWS}
+
+
+# (build, depth) -> top1, mean KL, RMS Δp: main as the demo measures it, a candidate a little worse
+FIGURES = {("main", d): (0.984 if d == 64 else 1.0, kl, dp) for d, kl, dp in
+           zip(DEPTHS, (1.7e-6, 1.5e-6, 1.3e-6, 1.1e-6, 9.4e-7, 8.3e-7, 7.6e-7),
+               (8.2e-7, 4.5e-7, 4.6e-7, 3.4e-7, 2.4e-6, 1.6e-6, 3.5e-7))}
+FIGURES |= {("candidate", d): (0.969 if d >= 2048 else top1, kl * 3.1, dp * 2.7)
+            for (_, d), (top1, kl, dp) in FIGURES.items()}
+
+
+class _PanelApp(App):
+    """The parity panel alone, in the dashboard's 58-cell left column."""
+
+    CSS = "#left { width: 58; height: 1fr; }"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="left"):
+            yield ParityPanel()
+
+
+def _grade(panel: ParityPanel, builds=("main", "candidate"), with_stats: bool = True) -> None:
+    panel.set_plan({"parity": {"depths": DEPTHS, "top1_min": 0.95, "kl_max": 0.05}})
+    for build in builds:
+        for d in DEPTHS:
+            top1, kl, dp = FIGURES[build, d]
+            panel.graded(build, d, top1, kl, "pass", [], stats=stats(kl, top1, dp) if with_stats else None)
+        panel.done(build, True, 4096, None)
+
+
+def test_formats_fit_their_columns():
+    assert fmt_small(1.72e-6) == "1.7e-6" and fmt_small(0.0) == "0" and fmt_small(None) == "—"
+    assert fmt_kl_se(1.7e-6, 8.9e-8) == "1.7e-6±5%" and fmt_kl_se(0.0, 0.0) == "0"
+    assert fmt_kl_se(1e-3, 1e-3) == "1.0e-3±100%" and fmt_kl_se(1e-3, None) == "1.0e-3"
+    assert fmt_top1_se(0.984375, 0.0157) == "0.984±.016" and fmt_top1_se(1.0, 0.0) == "1.000±.000"
+    # a row KL is never negative, so its SE is at most the mean: every cell fits its column
+    assert max(len(fmt_kl_se(k, k)) for k in (1e-9, 0.5, 12.0)) <= 11
+
+
+async def test_spread_is_hidden_until_stats_arrive_then_shows_the_candidate():
+    app = _PanelApp()
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.query_one(ParityPanel)
+        _grade(panel, with_stats=False)          # an older journal: no spread, the table as before
+        await pilot.pause()
+        assert not panel.spread_table.display
+        _grade(panel, builds=("main",))
+        await pilot.pause()
+        assert panel.spread_table.display
+        cell = lambda d, c: str(panel.spread_table.get_cell(str(d), c))  # noqa: E731
+        assert cell(64, "top1") == "0.984±.016" and cell(64, "kl") == "1.7e-6±5%"
+        _grade(panel, builds=("candidate",))
+        await pilot.pause()
+        assert cell(4096, "top1") == "0.969±.022" and cell(4096, "dp") == fmt_small(3.5e-7 * 2.7)
+        assert "candidate's 64 rows per depth: spread (KL in nats)" in str(panel.query_one(".parity-spread-caption").render())
+
+
+def test_spread_snapshot(snap_compare):
+    async def run_before(pilot) -> None:
+        _grade(pilot.app.query_one(ParityPanel))
+        await pilot.pause()
+
+    assert snap_compare(_PanelApp(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_replayed_receipt_carries_each_depths_stats(recorded, tmp_path):
+    receipt = make_receipt(recorded)
+    receipt["parity"]["candidate"]["depths"][-1]["stats"] = spread = stats(2.3e-5, 0.992, 1e-5)
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
+    graded = [e for e in ReplaySource(tmp_path / "receipt.json", speed=0).events() if isinstance(e, ev.DepthGraded)]
+    assert [(e.build, e.depth, e.stats) for e in graded if e.stats] == [("candidate", 4096, spread)]
