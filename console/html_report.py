@@ -17,7 +17,7 @@ from .core import gate
 from .core.receipt import BUILDS, Receipt, Rep, as_receipt
 from .core.rules import Bands
 from .core.verdict import Verdict
-from .report import HEADLINES, _source_text, tier_text
+from .report import HEADLINES, gain_phrase, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}
@@ -95,10 +95,7 @@ def _interval_text(v: Mapping[str, Any]) -> str:
     s = v.get("speed") or {}
     if s.get("gain") is None:
         return esc(s.get("suppressed") or "no speed figures: " + v.get("outcome", "?"))
-    iv = s.get("interval") or [None, None]
-    ends = ", ".join("unbounded" if x is None else _pct(x) for x in iv)
-    level = 1 - float(s.get("confidence") or 0.99)
-    return f"{esc(_pct(s['gain']))}, interval [{esc(ends)}] at the {level:.0%} false-accept level"
+    return esc(gain_phrase(dict(v)).removeprefix(" — "))     # the same words as summary.md
 
 
 def _pairs_text(r: Receipt, v: Mapping[str, Any]) -> str:
@@ -148,7 +145,7 @@ def _header(r: Receipt, v: Mapping[str, Any]) -> str:
 
 def _build_row(b: str, bd: Any, figures: Mapping[str, Any]) -> str:
     med = figures.get("median")
-    cells = [_or(_source_text(bd.source) if bd else None), _code(bd and bd.image_id, 19),
+    cells = [_or(source_text(bd.source) if bd else None), _code(bd and bd.image_id, 19),
              _code(bd and bd.base_image_id, 19), _or(bd and bd.compiler)]
     nums = [_or(bd and bd.build_s), _or(None if med is None else f"{med:.4g}"), esc(figures.get("n", 0))]
     return (f"<tr><th>{b}</th>" + "".join(f"<td>{c}</td>" for c in cells)

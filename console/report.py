@@ -72,7 +72,7 @@ class LineReporter:
             return self._c(f"{e.level}: {e.message}", colour)
         if isinstance(e, ev.BuildStarted):
             self.build_t0[e.build] = e.at
-            return f"build {e.build}: started from {_source_text(e.source)}"
+            return f"build {e.build}: started from {source_text(e.source)}"
         if isinstance(e, ev.BuildLog):
             if self.verbose:
                 return f"  {e.build} | {e.line}"
@@ -193,9 +193,9 @@ class JsonLinesReporter:
         self.stream.flush()
 
 
-def _source_text(src: dict) -> str:
+def source_text(src: dict) -> str:
     if "patch" in src:
-        return f"patch {Path(src['patch']).name} over {_source_text(src.get('over', {}))}"
+        return f"patch {Path(src['patch']).name} over {source_text(src.get('over', {}))}"
     if "git" in src:
         return f"{src['git']}@{src.get('commit', src.get('ref', ''))[:12]}"
     if "pypi" in src:
