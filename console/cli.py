@@ -14,7 +14,7 @@ from pathlib import Path
 from .errors import ConsoleError, ExitCode
 from .profile import ProfileError
 
-from .paths import DEMO_PROFILE, demo_candidates, version
+from .paths import DEMO_PROFILE, demo_candidates, profile_arg, version
 from .tables import FORMATS
 
 
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
 
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
-    p.add_argument("--profile", required=True, type=Path)
+    p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",
+                   help="a profile file, or a shipped profile's name (see `console profiles`)")
     p.add_argument("--main", help="main's source: DIR, REPO@REF (default: the profile's engine.source)")
     p.add_argument("--candidate", help="candidate's source: DIR, REPO@REF, pypi:NAME==VERSION or FILE.patch "
                    "over main (default: the profile's engine.candidate)")
@@ -56,13 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     round_opts(p)
 
     p = sub.add_parser("tui", help="open the live console idle on a profile; press s to start a round")
-    p.add_argument("--profile", type=Path, default=DEMO_PROFILE)
+    p.add_argument("--profile", type=profile_arg, default=DEMO_PROFILE)
     p.add_argument("--main", help="main's source (default: the profile's engine.source)")
     p.add_argument("--candidate", help="candidate's source (default for the demo profile: the fast patch)")
     round_opts(p)
 
     p = sub.add_parser("noise", help="measure this node's noise: one build against itself, interleaved")
-    p.add_argument("--profile", required=True, type=Path)
+    p.add_argument("--profile", required=True, type=profile_arg)
     p.add_argument("--build", help="the build's source (default: the profile's engine.source)")
     round_opts(p)
 
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verdict", help="re-derive the verdict of a receipt from its raw numbers, and say "
                        "whether the file is a sealed receipt")
     p.add_argument("receipt", type=Path)
-    p.add_argument("--profile", type=Path, help="judge under this profile's current rules instead of the receipt's")
+    p.add_argument("--profile", type=profile_arg, help="judge under this profile's current rules instead of the receipt's")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table (the verdict as sentences), md, csv (one row) or json (the whole verdict)")
     p.add_argument("--json", action="store_true", help="the same as --format json")
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("images", help="base images: list, or bootstrap one without a registry")
     isub = p.add_subparsers(dest="images_cmd", metavar="ACTION")
     b = isub.add_parser("bootstrap", help="make the profile's pinned base with debootstrap and import it")
-    b.add_argument("--profile", type=Path, default=DEMO_PROFILE)
+    b.add_argument("--profile", type=profile_arg, default=DEMO_PROFILE)
     b.add_argument("--mirror", help="Debian mirror URL (default: this machine's apt configuration)")
     b.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     isub.add_parser("list", help="the console's images on this node")
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reference", help="capture the parity reference")
     rsub = p.add_subparsers(dest="ref_cmd", metavar="ACTION")
     c = rsub.add_parser("capture", help="run the profile's reference engine and store its logits and hash")
-    c.add_argument("--profile", type=Path, required=True)
+    c.add_argument("--profile", type=profile_arg, required=True)
     c.add_argument("--write-profile", action="store_true", help="write the new sha256 into the profile")
 
     p = sub.add_parser("ledger", help="the chained ledger of sealed receipts")
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--format", choices=FORMATS, default="table")
     x = lsub.add_parser("rescore", help="re-derive every verdict under a profile's current rules")
     x.add_argument("dir", type=Path)
-    x.add_argument("--profile", type=Path, required=True)
+    x.add_argument("--profile", type=profile_arg, required=True)
 
     p = sub.add_parser("lock", help="reference.lock: pins, provenance, staleness")
     ksub = p.add_subparsers(dest="lock_cmd", metavar="ACTION")
@@ -135,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
                    help="a receipt (.json), or a results directory (every receipt its ledger sealed)")
     p.add_argument("--out", type=Path, default=Path("report.html"), help="the page to write (default report.html)")
+
+    sub.add_parser("profiles", help="the shipped profiles: name, description, file")
 
     p = sub.add_parser("cleanup", help="remove containers a crashed round left behind")
     p.add_argument("--images", action="store_true",

@@ -9,7 +9,7 @@ from pathlib import Path
 from . import sources
 from .paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from .errors import ExitCode, UsageError
-from .profile import Profile, load_profile
+from .profile import Profile, ProfileError, load_profile
 
 
 # --- rounds ------------------------------------------------------------------
@@ -344,6 +344,18 @@ def cmd_reference(args) -> int:
         print("it differs from the pinned reference, which is unchanged; to adopt it, run again with "
               "--write-profile (replaces the file and the pin together)")
         return ExitCode.REJECTED
+    return ExitCode.OK
+
+
+def cmd_profiles(args) -> int:
+    from .paths import PROFILES, shipped_profiles
+    for name in shipped_profiles():
+        path = PROFILES / f"{name}.toml"
+        try:
+            about = load_profile(path).description
+        except ProfileError as e:       # a shipped profile that does not load is a bug; say which
+            about = f"(does not load: {e})"
+        print(f"{name:18} {about}\n{'':18} {path}")
     return ExitCode.OK
 
 

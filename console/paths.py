@@ -1,19 +1,44 @@
-"""Where the console's own files are: the demo profile, engine and candidates, and the default results."""
+"""Where the console's own files are: shipped profiles, the demo engine and candidates, the Dockerfile.
+
+They are package data under ``console/assets`` so a wheel install works anywhere; a checkout keeps
+``profiles/`` and ``images/`` at its top as links to the same folders. Results never go here: they
+default to ``./results/`` of the working directory.
+"""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_PROFILE = ROOT / "profiles" / "demo.toml"
-DEMO_MAIN = ROOT / "images" / "demo-engine"
-DEMO_CANDIDATES = ROOT / "images" / "demo-candidates"
-LLAMA_PROFILE = ROOT / "profiles" / "llama-cpp.toml"
-LLAMA_BENCH_PROFILE = ROOT / "profiles" / "llama-cpp-bench.toml"
-LLAMA_CANDIDATES = ROOT / "profiles" / "llama-cpp" / "candidates"
+ASSETS = Path(__file__).resolve().parent / "assets"
+PROFILES = ASSETS / "profiles"
+IMAGES = ASSETS / "images"
+DOCKERFILE = IMAGES / "engine.Dockerfile"
+DEMO_PROFILE = PROFILES / "demo.toml"
+DEMO_MAIN = IMAGES / "demo-engine"
+DEMO_CANDIDATES = IMAGES / "demo-candidates"
+LLAMA_PROFILE = PROFILES / "llama-cpp.toml"
+LLAMA_BENCH_PROFILE = PROFILES / "llama-cpp-bench.toml"
+LLAMA_CANDIDATES = PROFILES / "llama-cpp" / "candidates"
 
 
 def demo_candidates() -> list[str]:
     return sorted(p.stem for p in DEMO_CANDIDATES.glob("*.patch"))
+
+
+def shipped_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILES.glob("*.toml"))
+
+
+def profile_arg(value: str) -> Path:
+    """``--profile``: a path to a TOML file, or the name of a shipped profile (``demo``, ``llama-cpp``)."""
+    path = Path(value)
+    if path.suffix == ".toml" or path.exists() or "/" in value:
+        return path
+    shipped = PROFILES / f"{value}.toml"
+    if shipped.is_file():
+        return shipped
+    raise argparse.ArgumentTypeError(
+        f"{value!r} is neither a profile file nor a shipped profile (shipped: {', '.join(shipped_profiles())})")
 
 
 def version() -> str:

@@ -5,7 +5,6 @@ The browser test needs Chromium (`make setup` installs it) and fails, never skip
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -18,6 +17,7 @@ from console.core import gate
 from console.core.receipt import Receipt
 from console.html_report import COLOURS, render_html
 
+from browser import inked, screenshot
 from core.receipts import OUTCOME_RECEIPTS, make_receipt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,25 +150,17 @@ def test_importing_the_console_does_not_import_matplotlib():
 
 @pytest.mark.browser
 def test_chromium_draws_the_report_of_a_recorded_round(tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("this test needs Chromium to render the report: run `make setup` (it installs `chromium` "
-                    "with apt)", pytrace=False)
     page, shot = tmp_path / "report.html", tmp_path / "report.png"
     assert main(["report", str(LLAMA), "--out", str(page)]) == 0
-    run = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                          f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-                          "--window-size=1280,2400", page.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=180)
-    assert shot.exists(), f"chromium wrote no screenshot (exit {run.returncode}): {run.stderr[-2000:]}"
+    screenshot(page, shot)
     import numpy as np
     from PIL import Image
     img = Image.open(shot).convert("RGB")
     assert img.size == (1280, 2400)
     pixels = np.asarray(img, dtype=int).reshape(-1, 3)
-    inked = float((pixels.min(axis=1) < 235).mean())
-    assert inked > 0.05, f"only {inked:.1%} of the page is drawn"
-    assert len(np.unique(pixels, axis=0)) > 200, "too few colours: the plots did not render"
+    share, colours = inked(shot)
+    assert share > 0.05, f"only {share:.1%} of the page is drawn"
+    assert colours > 200, "too few colours: the plots did not render"
     for build, colour in COLOURS.items():       # both builds' points are drawn, not just the text
         rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
         near = int((np.abs(pixels - rgb).sum(axis=1) < 40).sum())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from console.cli import main
 from console.profile import ProfileError, load_profile, rules_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,10 +70,24 @@ def test_missing_file_is_a_profile_error(tmp_path):
 
 
 def test_cli_exits_2_on_a_typo_before_building(tmp_path, capsys):
-    from console.cli import main
     path = _variant(tmp_path, lambda t: t.replace("warmup = 1", "warmpu = 1"))
     code = main(["run", "--profile", str(path), "--candidate", str(ROOT / "images" / "demo-engine"), "--headless"])
     err = capsys.readouterr().err
     assert code == 2
     assert re.search(r"demo\.toml: key 'bench\.warmpu': unknown key", err)
     assert "nothing was built" in err
+
+
+def test_profile_names_resolve_to_the_shipped_files_and_anything_else_is_a_path(tmp_path, capsys):
+    import argparse
+
+    from console.paths import DEMO_PROFILE, LLAMA_PROFILE, profile_arg, shipped_profiles
+    assert profile_arg("demo") == DEMO_PROFILE and profile_arg("llama-cpp") == LLAMA_PROFILE
+    assert {"demo", "llama-cpp", "llama-cpp-bench", "llama-cpp-cuda"} <= set(shipped_profiles())
+    mine = tmp_path / "mine.toml"
+    assert profile_arg(str(mine)) == mine           # a file path stays a path, even before it exists
+    with pytest.raises(argparse.ArgumentTypeError, match="shipped: demo, llama-cpp"):
+        profile_arg("no-such-profile")
+    assert main(["profiles"]) == 0
+    listed = capsys.readouterr().out
+    assert str(DEMO_PROFILE) in listed and "does not load" not in listed

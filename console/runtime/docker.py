@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from ..errors import BuildError, CompilerMismatch, InfraError
+from ..paths import DOCKERFILE
 from ..profile import HarnessSpec, ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
-DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "engine.Dockerfile"
 _MISMATCH = re.compile(r"^bench-console: compiler mismatch: expected '(.*)', found '(.*)'")
 _COMPILER_OK = re.compile(r"^bench-console: compiler ok: (.*)")
 _TOOL_MISMATCH = re.compile(r"^bench-console: tool mismatch: ([^:]*): expected '(.*)', found '(.*)'")

@@ -275,3 +275,25 @@ async def test_reps_table_follows_the_newest_rep_until_the_user_reads_an_older_o
         reading = table.cursor_row
         await feed(pilot, source, len(recorded))
         assert table.cursor_row == reading < table.row_count - 1  # the reader's row stays put
+
+
+async def test_header_shows_the_same_progress_and_time_left_as_the_headless_lines(recorded):
+    from console.core.progress import Tracker
+    plan = {**next(e for e in recorded if isinstance(e, ev.RoundStarted)).plan,
+            "head_reps": 4, "tail_reps": 2, "reps": 10, "sequential": True, "max_minutes": 30}
+    events = [replace(e, plan=plan) if isinstance(e, ev.RoundStarted) else e for e in recorded]
+    done = [i for i, e in enumerate(events) if isinstance(e, ev.RepDone)]
+    upto = done[len(done) // 2] + 1                  # mid-round, after a finished rep
+    tracker, expected = Tracker(), None
+    tracker.start(plan)
+    for e in events[:upto]:
+        if isinstance(e, ev.RepDone):
+            expected = tracker.rep_done(e.rep or {}, e.at) or expected
+    assert expected is not None and expected.total and "left" in expected.text()
+    app, source = _app(events)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await feed(pilot, source, upto)
+        assert app.dashboard.header.progress == expected.text()
+        assert expected.text() in screen_text(app)
+        await feed(pilot, source, len(events))      # once the round ends, elapsed stays and the ETA goes
+        assert "left" not in screen_text(app).splitlines()[0]

@@ -10,6 +10,7 @@ from textual.widgets import Footer
 
 from console import events as ev
 from console.core.gate import counts
+from console.core.progress import Tracker
 from console.core.receipt import Rep
 from console.report import decision_text
 
@@ -31,6 +32,7 @@ class DashboardScreen(Screen[None]):
     def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__(id="dashboard")
         self._clock = clock
+        self.progress = Tracker()
         self.ended: ev.RoundEnded | None = None
         self.last_build: str | None = None
         self.events_applied = 0
@@ -147,6 +149,8 @@ class DashboardScreen(Screen[None]):
     def _round_started(self, e: ev.RoundStarted) -> None:
         self.header.round_started(e.round_id, e.profile, e.profile_sha256, e.runtime, e.host)
         self.parity.set_plan(e.plan or {})
+        self.progress = Tracker()           # the same "rep k/N, ≤ T left" as the headless lines
+        self.progress.start(e.plan or {})
 
     def _phase(self, e: ev.PhaseStarted) -> None:
         self.header.set_phase(e.phase)
@@ -182,6 +186,9 @@ class DashboardScreen(Screen[None]):
 
     def _rep_done(self, e: ev.RepDone) -> None:
         self.reps.done(e.rep or {})
+        progress = self.progress.rep_done(e.rep or {}, e.at)
+        if progress is not None:
+            self.header.progress = progress.text()     # drawn with the batch's one header redraw
         try:
             rep = Rep.from_dict(e.rep or {})
         except (KeyError, TypeError, ValueError):

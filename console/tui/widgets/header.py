@@ -64,6 +64,7 @@ class RoundHeader(Static):
         self.host: dict[str, Any] = {}
         self.phase = ""
         self.status = "idle"
+        self.progress = ""          # "rep k/N, ≤ T left", set by the screen as reps finish
         self.telemetry: dict[str, dict[str, Any]] = {}
         self._started: float | None = None
         self._ended: float | None = None
@@ -82,6 +83,7 @@ class RoundHeader(Static):
         self.round_id, self.profile, self.profile_sha = round_id, profile, sha
         self.runtime, self.host = runtime, host or {}
         self.status = "running"
+        self.progress = ""
         self._started, self._ended = self._clock(), None
         self.redraw()
 
@@ -132,6 +134,8 @@ class RoundHeader(Static):
                  "idle": "dim"}.get(self.status, "bold red")
         t.append(self.status, style=style)
         t.append(f"  elapsed {_fmt_elapsed(self.elapsed)}", style="bold")
+        if self.progress and self._ended is None:
+            t.append(f"  {self.progress}", style="bold")
         t.append("\n")
         host = self.host
         cpu = host.get("cpu_model") or host.get("cpu") or ""
