@@ -65,8 +65,8 @@ class BuildPanel(Vertical):
             t.append(f"\n{self.message}", style="red")
         return t
 
-    def _redraw(self) -> None:
-        self.query_one(".build-state", Static).update(self._state_text())
+    def _redraw(self, layout: bool = True) -> None:
+        self.query_one(".build-state", Static).update(self._state_text(), layout=layout)
 
     def started(self) -> None:
         self.state = "building"
@@ -74,11 +74,13 @@ class BuildPanel(Vertical):
         self._redraw()
 
     def add_lines(self, lines: list[str]) -> None:
-        if self.state == "waiting":
+        started = self.state == "waiting"
+        if started:
             self.state = "building"
         self.lines.extend(lines)
         self.log_widget.write_lines(lines)
-        self._redraw()
+        # While building, the state is one line whose count changes: a repaint, not a re-layout.
+        self._redraw(layout=started)
 
     def done(self, facts: dict[str, Any]) -> None:
         self.state = "built"

@@ -11,7 +11,9 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
+
+from .linetable import Column, LineTable
 
 # The grades console.core.parity.depth_status gives ("recorded": a replay not re-graded).
 _STATUS_STYLE = {"pass": "green", "fail": "bold red", "regressed": "bold red", "uncheckable": "yellow"}
@@ -81,7 +83,7 @@ class ParityPanel(Vertical):
 
     DEFAULT_CSS = """
     ParityPanel { height: auto; border: round $primary-darken-2; }
-    ParityPanel DataTable { height: auto; max-height: 12; scrollbar-size: 1 1; }
+    ParityPanel LineTable { height: auto; max-height: 12; scrollbar-size: 1 1; }
     ParityPanel .parity-notes { height: auto; padding: 0 1; }
     ParityPanel .parity-spread-caption { height: auto; padding: 0 1; color: $text-muted; }
     ParityPanel #parity-spread { padding-left: 1; }
@@ -99,37 +101,31 @@ class ParityPanel(Vertical):
         self.notes_plain = ""
 
     def compose(self) -> ComposeResult:
-        table: DataTable = DataTable(cursor_type="row", zebra_stripes=False, id="parity-table")
         # Sized to fit the 58-cell column: depth, figures per build, both grades.
-        table.add_column("depth", key="depth", width=6)
-        table.add_column("m top1", key="m_top1", width=6)
-        table.add_column("m KL", key="m_kl", width=7)
-        table.add_column("c top1", key="c_top1", width=6)
-        table.add_column("c KL", key="c_kl", width=7)
-        table.add_column("grade m/c", key="grade", width=11)
-        yield table
+        yield LineTable([Column("depth", "depth", 6), Column("m_top1", "m top1", 6, True),
+                         Column("m_kl", "m KL", 7, True), Column("c_top1", "c top1", 6, True),
+                         Column("c_kl", "c KL", 7, True), Column("grade", "grade m/c", 11)],
+                        cursor=False, gap=2, id="parity-table")
         yield Static("", classes="parity-notes")
         # The spread of one build's rows: shown once a round reports it (older journals do not).
-        # No cell padding: each width holds its widest value plus the gap after it, so six
-        # columns fit the 58-cell column (padding on both sides would not).
+        # No gap: each width holds its widest value plus the space after it, so six columns
+        # fit the 58-cell column.
         yield Static("", classes="parity-spread-caption")
-        spread: DataTable = DataTable(cursor_type="none", zebra_stripes=False, id="parity-spread", cell_padding=0)
-        for label, key, width in (("depth", "depth", 6), ("KL±SE", "kl", 13), ("KL p99", "p99", 8),
-                                  ("KL max", "max", 8), ("top1±SE", "top1", 12), ("RMS Δp", "dp", 6)):
-            spread.add_column(label, key=key, width=width)
-        yield spread
+        yield LineTable([Column(key, label, width) for label, key, width in (
+            ("depth", "depth", 6), ("KL±SE", "kl", 13), ("KL p99", "p99", 8), ("KL max", "max", 8),
+            ("top1±SE", "top1", 12), ("RMS Δp", "dp", 6))], cursor=False, gap=0, id="parity-spread")
 
     def on_mount(self) -> None:
         for part in (self.spread_table, self.query_one(".parity-spread-caption")):
             part.display = False
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#parity-table", DataTable)
+    def table(self) -> LineTable:
+        return self.query_one("#parity-table", LineTable)
 
     @property
-    def spread_table(self) -> DataTable:
-        return self.query_one("#parity-spread", DataTable)
+    def spread_table(self) -> LineTable:
+        return self.query_one("#parity-spread", LineTable)
 
     def set_plan(self, plan: dict[str, Any]) -> None:
         caption = bar_caption(plan)
@@ -166,11 +162,11 @@ class ParityPanel(Vertical):
         row[build] = status
         row[f"{build}_reasons"] = reasons
         key = str(depth)
+        cells = {"grade": self._grade_text(depth)}
         cols = _BUILD_COLS.get(build)
         if cols:
-            self.table.update_cell(key, cols[0], fmt_top1(top1))
-            self.table.update_cell(key, cols[1], fmt_kl(kl))
-        self.table.update_cell(key, "grade", self._grade_text(depth))
+            cells |= {cols[0]: fmt_top1(top1), cols[1]: fmt_kl(kl)}
+        self.table.update_cells(key, cells)
         if stats and build in _BUILD_COLS:
             self.spread.setdefault(build, {})[depth] = {**stats, "kl_mean": kl, "top1": top1}
             self._redraw_spread()
@@ -193,8 +189,7 @@ class ParityPanel(Vertical):
             cells = ("…",) * 5 if f is None else (
                 fmt_kl_se(f.get("kl_mean"), f.get("kl_se")), fmt_small(f.get("kl_p99")), fmt_small(f.get("kl_max")),
                 fmt_top1_se(f.get("top1"), f.get("top1_se")), fmt_small(f.get("rms_dp")))
-            for col, value in zip(("kl", "p99", "max", "top1", "dp"), cells):
-                table.update_cell(str(depth), col, value)
+            table.update_cells(str(depth), dict(zip(("kl", "p99", "max", "top1", "dp"), cells)))
         caption.display = table.display = True
 
     def done(self, build: str, ok: bool, worst_depth: int | None, error: str | None) -> None:

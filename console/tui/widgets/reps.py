@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable
+from typing import Any
 
 from rich.text import Text
 from textual import events
-from textual.geometry import Size
-from textual.widget import Widget
-from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowKey
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ...core import stats
+from .linetable import Cell, Column, LineTable
 
 _STATUS_STYLE = {"ok": "green", "running": "dim", "suspect": "yellow"}
 _BUILD_SHORT = {"main": "main", "candidate": "cand"}
@@ -28,24 +26,22 @@ def rep_key(build: str, phase: str, index: Any, position: Any) -> str:
     return f"{build}:{phase}:{index}:{position}"
 
 
-class RepTable(DataTable):
+# the last column takes what is left of the line
+COLUMNS = (Column("pos", "pos", 3, True), Column("build", "build", 5), Column("phase", "phase", 11),
+           Column("idx", "#", 2, True), Column("value", "value", 6, True), Column("wall", "wall", 5, True),
+           Column("status", "status · flags", 14))
+
+
+class RepTable(LineTable):
     """One row per rep; a RepStarted row is filled in place when its RepDone arrives."""
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__(cursor_type="row", id="reps-table", **kw)
+        super().__init__(COLUMNS, id="reps-table", **kw)
         self.records: dict[str, dict[str, Any]] = {}
         self._done: set[str] = set()
-        self._pending: dict[str, list[Any]] = {}  # this batch's new rows (see flush)
+        self._pending: dict[str, list[Cell]] = {}  # this batch's new rows (see flush)
         self._follow_pending = False
         self._followed_row = 0      # where following last put the cursor
-
-    def on_mount(self) -> None:
-        # Widths fit the right-hand column at 120 cells; flags share the status cell.
-        for label, key, width in (("pos", "pos", 3), ("build", "build", 5),
-                                  ("phase", "phase", 11), ("#", "idx", 2),
-                                  ("value", "value", 6), ("wall", "wall", 5),
-                                  ("status · flags", "status", 14)):
-            self.add_column(label, key=key, width=width)
 
     def _row(self, key: str, build: str, phase: str, index: Any, position: Any) -> None:
         self._pending[key] = [str(position), _BUILD_SHORT.get(build, build), phase, str(index),
@@ -53,59 +49,16 @@ class RepTable(DataTable):
 
     def flush(self) -> None:
         """Add the rows that arrived since the last flush (the dashboard flushes once per
-        batch): a rep that started and finished within one batch is added filled in, instead
-        of added and then updated cell by cell."""
+        batch): a rep that started and finished within one batch is added filled in."""
         if not self._pending:
             return
-        for key, cells in self._pending.items():
-            self.add_row(*cells, key=key)
+        self.add_rows(list(self._pending.items()))
         self._pending.clear()
-        self._follow()
-
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        # Every column has a fixed width and every row one line, so new rows change only the
-        # height; DataTable would measure each new cell for content widths it never uses.
-        if any(c.auto_width for c in self.columns.values()):
-            super()._update_dimensions(new_rows)
-            return
-        width = sum(c.get_render_width(self) for c in self.columns.values())
-        header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(width, self._total_row_height + header)
-
-    def _follow(self) -> None:
         # Follow the newest rep unless the user moved the cursor to read an older one.
         # (Focus alone is no sign of reading: it can land here when other widgets hide.)
         if not self.has_focus or self.cursor_row == self._followed_row:
             self._follow_pending = True
-
-    def on_resize(self, event: events.Resize) -> None:
-        # DataTable's render caches key on its update count, which every batch changes: entries
-        # from earlier batches are never read again. At DataTable's sizes (10,000 cells, 1,000
-        # rows and lines) they pile up by the tens of thousands for the garbage collector to walk
-        # mid-round; a frame reuses at most a screenful.
-        lines = 2 * event.size.height
-        for cache, size in ((self._cell_render_cache, 8 * lines), (self._row_render_cache, lines),
-                            (self._row_renderable_cache, lines), (self._line_cache, lines)):
-            cache.maxsize = size
-        # The dashboard shrinks this table when the verdict arrives: a follower keeps the
-        # newest row in view at the new height.
-        if self.row_count and self.cursor_row == self._followed_row:
-            self._follow_pending = True
-
-    async def _on_idle(self, event: events.Idle) -> None:
-        # DataTable sizes new rows on idle; scroll only after that, or the
-        # scroll lands short of the end depending on how events were batched.
-        await DataTable._on_idle(self, event)
-        if self._follow_pending:
-            self._follow_pending = False
-            # The cursor follows too, so `l` opens the newest rep by default.
-            self.move_cursor(row=self.row_count - 1, animate=False, scroll=True)
-            self._followed_row = self.row_count - 1
-            # The scroll above is clamped to the size known before this refresh; once the
-            # new rows are laid out, go all the way down (the cursor sits on the last row).
-            self.call_after_refresh(self.scroll_end, animate=False, x_axis=False)
-        await Widget._on_idle(self, event)
-        event.prevent_default()
+            self.call_after_refresh(self._follow)
 
     def started(self, build: str, phase: str, index: int, position: int) -> None:
         key = rep_key(build, phase, index, position)
@@ -136,18 +89,28 @@ class RepTable(DataTable):
         if pending is not None:
             pending[4:] = cells
         else:
-            for column, value in zip(("value", "wall", "status"), cells):
-                self.update_cell(key, column, value)
+            self.update_cells(key, dict(zip(("value", "wall", "status"), cells)))
         return key
 
     def selected_record(self) -> dict[str, Any] | None:
         if not self.row_count:
             return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
-            return None
-        return self.records.get(key or "")
+        return self.records.get(self._keys[min(self.cursor_row, self.row_count - 1)])
+
+    def _follow(self) -> None:
+        if not self._follow_pending:
+            return
+        self._follow_pending = False
+        # The cursor follows too, so `l` opens the newest rep by default.
+        self.move_cursor(self.row_count - 1)
+        self._followed_row = self.cursor_row
+
+    def on_resize(self, event: events.Resize) -> None:
+        # The dashboard shrinks this table when the verdict arrives: a follower keeps the
+        # newest row in view at the new height.
+        if self.row_count and self.cursor_row == self._followed_row:
+            self._follow_pending = True
+            self.call_after_refresh(self._follow)
 
 
 class RepSummary(Static):
