@@ -20,11 +20,12 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # debootstrap makes the base image once; tmux runs the end-to-end terminal test; chromium
-# renders the HTML report in its test.
+# renders the HTML report in its test; slurm-wlm and munge make the queue tests' SLURM cluster.
 setup: $(STAMP)
-	@for tool in debootstrap tmux chromium; do command -v $$tool >/dev/null || { echo "installing $$tool"; \
-	  (apt-get update -qq && apt-get install -y -qq $$tool) >/dev/null || \
-	  echo "could not install $$tool: run 'sudo apt-get install $$tool'"; }; done
+	@for pair in debootstrap:debootstrap tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge; do \
+	  tool=$${pair%%:*}; pkg=$${pair##*:}; command -v $$tool >/dev/null || { echo "installing $$pkg"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null || \
+	  echo "could not install $$pkg: run 'sudo apt-get install $$pkg'"; }; done
 
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)

@@ -137,6 +137,58 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a receipt (.json), or a results directory (every receipt its ledger sealed)")
     p.add_argument("--out", type=Path, default=Path("report.html"), help="the page to write (default report.html)")
 
+    p = sub.add_parser("queue", help="a queue of candidates: submit, list, and a worker that runs their "
+                       "rounds in turn (SQLite in the results directory, no server)")
+    qsub = p.add_subparsers(dest="queue_cmd", metavar="ACTION")
+
+    def queue_dir(x: argparse.ArgumentParser) -> None:
+        x.add_argument("--dir", type=Path, default=Path("results"),
+                       help="the results directory holding queue.sqlite; rounds go to DIR/<profile> "
+                            "(default ./results)")
+
+    x = qsub.add_parser("submit", help="add a candidate (refused at once, with the reason, if it cannot be scored)")
+    x.add_argument("source", metavar="SRC", help="a directory, REPO@REF, pypi:NAME==VERSION, a .patch over main, "
+                   "or a demo candidate's name")
+    x.add_argument("--author", required=True, help="who it is from (one open candidate per author)")
+    x.add_argument("--draft", action="store_true", help="not booked until `console queue ready ID`")
+    x.add_argument("--profile", type=profile_arg, default=DEMO_PROFILE, metavar="PROFILE")
+    queue_dir(x)
+    for name, what in (("ready", "make a draft ready: it queues from now"),
+                       ("approve", "a person cleared a candidate in review: it queues in its place"),
+                       ("cancel", "withdraw a candidate that is not running"),
+                       ("show", "one candidate and its history")):
+        x = qsub.add_parser(name, help=what)
+        x.add_argument("id", type=int)
+        queue_dir(x)
+    x = qsub.add_parser("merged", help="record that a mergeable candidate was merged; the other mergeable ones "
+                        "are measured again against the new main")
+    x.add_argument("id", type=int)
+    x.add_argument("--commit", required=True, help="the merge commit")
+    queue_dir(x)
+    x = qsub.add_parser("list", help="every candidate, why each waits, conflicts")
+    x.add_argument("--format", choices=FORMATS, default="table")
+    queue_dir(x)
+    x = qsub.add_parser("work", help="book the next eligible candidate, run its round, record the outcome, repeat")
+    x.add_argument("--once", action="store_true", help="one round, then stop")
+    x.add_argument("--keep-images", action="store_true",
+                   help="keep the engine images of sealed rounds (default: removed; their IDs stay in the receipts)")
+    x.add_argument("--runtime", choices=["docker", "local"], default="docker")
+    x.add_argument("--reps", type=int, default=None, help="timed pairs at most per round (default: the profile's)")
+    x.add_argument("--verbose", "-v", action="store_true")
+    x.add_argument("--scheduler", choices=["local", "slurm"], default="local",
+                   help="local: rounds run here, one at a time; slurm: each round is an exclusive batch job")
+    x.add_argument("--site", type=Path, help="with --scheduler slurm: the site file (partition, python, max_jobs)")
+    queue_dir(x)
+    x = qsub.add_parser("watch", help="the queue live in the terminal: waiting (and why), running (with its "
+                        "round's progress), finished (with reasons)")
+    queue_dir(x)
+    x = qsub.add_parser("run-booked", help=argparse.SUPPRESS)     # what a batch job runs
+    x.add_argument("id", type=int)
+    x.add_argument("--runtime", choices=["docker", "local"], default="docker")
+    x.add_argument("--reps", type=int, default=None)
+    x.add_argument("--keep-images", action="store_true")
+    queue_dir(x)
+
     sub.add_parser("profiles", help="the shipped profiles: name, description, file")
 
     p = sub.add_parser("cleanup", help="remove containers a crashed round left behind")

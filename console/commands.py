@@ -39,6 +39,13 @@ def drive(rnd, args) -> int:
         code = run_tui(rnd)
         return rnd.exit_code if code is None else code
     sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
+    follow(rnd, sink)
+    return int(rnd.exit_code)
+
+
+def follow(rnd, sink) -> None:
+    """Feed a round's events to ``sink`` to its end. Ctrl-C or SIGTERM (a scheduler's cancel)
+    aborts it: the round tears down its container and ends incomplete, sealing nothing."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     # Ctrl-C aborts the round even when this process inherited SIGINT as ignored
     # (a background job of a non-interactive shell does).
@@ -54,11 +61,11 @@ def drive(rnd, args) -> int:
                 rnd.abort()  # the round tears down its container and ends as incomplete
                 if gen.gi_frame is None:        # a second Ctrl-C ended the stream: wait, bounded
                     rnd.wait(timeout=60)
-                    return int(ExitCode.INTERRUPTED)
+                    rnd.exit_code = ExitCode.INTERRUPTED
+                    return
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-    return int(rnd.exit_code)
 
 
 def _raise_interrupt(signum, frame):
@@ -345,6 +352,82 @@ def cmd_reference(args) -> int:
               "--write-profile (replaces the file and the pin together)")
         return ExitCode.REJECTED
     return ExitCode.OK
+
+
+# --- the queue -------------------------------------------------------------------------
+
+def cmd_queue(args) -> int:
+    from . import queueing, tables
+    from .core import queue as policy
+    from .core.queue import State
+    from .exports import history_table, queue_table
+    from .queue_store import QueueStore
+
+    if not args.queue_cmd:
+        raise UsageError("which queue action?", "submit, ready, approve, cancel, merged, list, show or work.")
+    store = QueueStore(args.dir.resolve())
+    try:
+        action = args.queue_cmd
+        if action == "submit":
+            row = queueing.submit(store, args.profile, args.source, args.author, args.draft)
+            c = row.candidate
+            print(f"#{c.id} {c.state.value}: {c.reason}")
+            return {State.REFUSED: ExitCode.REJECTED, State.REVIEW: ExitCode.HELD}.get(c.state, ExitCode.OK)
+        if action in ("ready", "approve", "cancel", "merged"):
+            row = store.get(args.id)
+            to = policy.transition(row.candidate, action)
+            extra = {"merged_commit": args.commit} if action == "merged" else {}
+            reason = {"ready": "made ready: queued from now", "approve": "cleared by a person: queued in its place",
+                      "cancel": "cancelled", "merged": f"merged as {getattr(args, 'commit', '')}"}[action]
+            store.move(row.id, to, reason, expect=frozenset({row.candidate.state}), **extra)
+            print(f"#{row.id} {to.value}: {reason}")
+            if action == "merged":
+                for cid in policy.rebased([r.candidate for r in store.rows()], row.id):
+                    store.move(cid, State.QUEUED, f"main moved (#{row.id} merged as {args.commit}): measured "
+                               "again against the new main", expect=frozenset({State.MERGEABLE}))
+                    print(f"#{cid} queued again: its gain was measured against the main before #{row.id}")
+            return ExitCode.OK
+        if action == "list":
+            rows = store.rows()
+            tables.render([queue_table(rows, policy.plan([r.candidate for r in rows]))], args.format, sys.stdout)
+            return ExitCode.OK
+        if action == "show":
+            row = store.get(args.id)
+            for k, v in row.to_dict().items():
+                print(f"{k:14} {v}")
+            print()
+            tables.render([history_table(store.history(row.id))], "table", sys.stdout)
+            return ExitCode.OK
+        say = lambda line: print(line, flush=True)      # noqa: E731
+        if action == "work":
+            _check_reps(args)
+            if args.scheduler == "slurm":
+                from . import slurm
+                if args.site is None:
+                    raise UsageError("--scheduler slurm needs --site FILE", "The site file names the partition.")
+                return slurm.work(store, slurm.load_site(args.site), args.dir.resolve(), reps=args.reps,
+                                  runtime=args.runtime, keep_images=args.keep_images, once=args.once, say=say)
+            opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
+                                          verbose=args.verbose, once=args.once, runtime=args.runtime, reps=args.reps)
+            return queueing.work(store, opts, say)
+        if action == "watch":
+            from .tui.queue_view import QueueApp
+            store.close()
+            QueueApp(args.dir.resolve()).run()
+            return ExitCode.OK
+        if action == "run-booked":
+            row = store.get(args.id)
+            if row.candidate.state is not State.RUNNING:
+                raise policy.Refusal(f"#{row.id} is {row.candidate.state.value}, not booked: nothing to run")
+            opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
+                                          runtime=args.runtime, reps=args.reps)
+            return queueing.run_booked(store, row, load_profile(row.profile), opts, say)
+        raise UsageError(f"unknown queue action {action!r}", "See `console queue --help`.")
+    except policy.Refusal as e:
+        print(f"refused: {e}", file=sys.stderr)
+        return ExitCode.REJECTED
+    finally:
+        store.close()
 
 
 def cmd_profiles(args) -> int:

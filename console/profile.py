@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.health import HealthRules, PreflightRules
+from .core.queue import QueueRules
 from .core.receipt import ProfileRecord
 from .core.rules import Bands, GateRules, Guard, rules_from_dict  # noqa: F401 - re-exported for callers
 
@@ -158,6 +159,7 @@ class Profile:
     model: tuple[ModelFile, ...] = ()
     exclude: tuple[str, ...] = ()   # top-level paths of a source left out of its snapshot
     candidate: str = ""             # the default candidate spec (pypi:…, a patch, a directory)
+    queue: QueueRules = field(default_factory=QueueRules)     # how the queue books and judges copies
 
     @property
     def dir(self) -> Path:
@@ -179,7 +181,7 @@ class Profile:
 
 _SECTIONS = {
     "name", "description", "node", "source", "engine", "image", "run", "bench",
-    "parity", "reference", "gate", "health", "preflight", "harness", "model",
+    "parity", "reference", "gate", "health", "preflight", "harness", "model", "queue",
 }
 
 
@@ -512,6 +514,10 @@ def load_profile(path: str | Path) -> Profile:
                            "a gain the profile cares about must be one it can accept")
 
     health = _rules(top, "health", HealthRules)
+    queue = _rules(top, "queue", QueueRules)
+    if not 0.0 < queue.copy_review <= queue.copy_refuse <= 1.0:
+        raise ProfileError(path, "queue.copy_review", "0 < copy_review ≤ copy_refuse ≤ 1 (shares of a diff "
+                           f"contained in a merged one); got {queue.copy_review} and {queue.copy_refuse}")
     preflight = _rules(top, "preflight", PreflightRules)
 
     return Profile(
@@ -521,6 +527,7 @@ def load_profile(path: str | Path) -> Profile:
         source=source, protected=protected, image=image, run=run, bench=bench,
         parity=parity, reference=reference, gate=gate, health=health, preflight=preflight,
         harness=harness, model=model, exclude=exclude, candidate=eng.get("candidate", str, ""),
+        queue=queue,
     )
 
 

@@ -48,7 +48,12 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def utc_now() -> str:
+def utc_now(micro: bool = False) -> str:
+    """ISO 8601 UTC; ``micro`` adds microseconds (a queue's order is its ready times, and seconds
+    would tie within a burst of submissions)."""
+    if micro:
+        from datetime import datetime, timezone
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 

@@ -20,7 +20,8 @@ from console.core import compare as cmp
 from console.core import gate
 from console.core.ledger import identify
 from console.core.receipt import Receipt
-from console.exports import LEDGER_COLUMNS, PARITY_COLUMNS, ROUND_COLUMNS, SPEED_COLUMNS, VERDICT_COLUMNS
+from console.exports import (HISTORY_COLUMNS, LEDGER_COLUMNS, PARITY_COLUMNS, QUEUE_COLUMNS, ROUND_COLUMNS,
+                             SPEED_COLUMNS, VERDICT_COLUMNS)
 from console.report import LineReporter, annotations, junit_xml, markdown_summary, write_reports
 
 from core.receipts import MAIN, OUTCOME_RECEIPTS, _scaled, default_rules, make_receipt
@@ -129,7 +130,8 @@ def test_compare_command_reads_ledgers_and_files_filters_and_exports_every_forma
 def test_every_exported_column_is_documented():
     doc = (ROOT / "docs" / "EXPORTS.md").read_text()
     for name, cols in (("rounds", ROUND_COLUMNS), ("speed", SPEED_COLUMNS), ("parity", PARITY_COLUMNS),
-                       ("ledger", LEDGER_COLUMNS), ("verdict", VERDICT_COLUMNS)):
+                       ("ledger", LEDGER_COLUMNS), ("verdict", VERDICT_COLUMNS), ("queue", QUEUE_COLUMNS),
+                       ("history", HISTORY_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]
         documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section, re.M)
         assert documented == [c.key for c in cols], name

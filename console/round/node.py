@@ -45,6 +45,9 @@ def host_facts(rt) -> dict:
              "cpu_flags": [f for f in CPU_FLAGS if f in flags],
              "kernel": platform.release(), "python": platform.python_version()}
     facts.update(rt.host_facts())
+    if os.environ.get("SLURM_JOB_ID"):      # a queue's batch job: which job, on which node
+        facts["slurm"] = {"job_id": os.environ["SLURM_JOB_ID"], "node": os.environ.get("SLURMD_NODENAME", ""),
+                          "partition": os.environ.get("SLURM_JOB_PARTITION", "")}
     return facts
 
 

@@ -78,6 +78,13 @@ class LineTable(ScrollView, can_focus=True):
             self._cells.append(list(cells))
         self._resize()
 
+    def replace_rows(self, rows: Sequence[tuple[str, Sequence[Cell]]]) -> None:
+        """All rows at once (a view that is re-read, not appended to); the cursor stays in range."""
+        self._keys, self._index, self._cells, self._strips = [], {}, [], {}
+        self.add_rows(rows)
+        self.cursor_row = min(self.cursor_row, max(0, self.row_count - 1))
+        self.refresh()
+
     def add_row(self, *cells: Cell, key: str) -> None:
         self.add_rows([(key, cells)])
 
@@ -93,7 +100,8 @@ class LineTable(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         size = Size(self._width, len(self._keys) + 1)
-        if self.show_vertical_scrollbar and size.width == self.virtual_size.width:
+        old = self.virtual_size
+        if self.show_vertical_scrollbar and size.width == old.width and size.height >= old.height:
             # More rows under a scrollbar already shown: only its thumb changes. Set through
             # virtual_size this would re-lay out the whole screen on every batch of rows.
             self.set_reactive(LineTable.virtual_size, size)

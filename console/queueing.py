@@ -1,0 +1,265 @@
+"""The queue's edges: resolving a submission, and the worker that runs booked rounds.
+
+The rules are in console/core/queue.py; the file in console/queue_store.py. Here sources are
+snapshotted (to find what a candidate changes and whether it can be scored at all), rounds run,
+their verdicts become queue states, and images of sealed rounds are removed.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import sources
+from .core import apparatus
+from .core import queue as policy
+from .core.queue import State
+from .errors import ConsoleError, ExitCode
+from .paths import DEMO_CANDIDATES, DEMO_PROFILE
+from .profile import Profile, ProfileError, load_profile
+from .queue_store import QueueStore, Row, here
+
+TEXT_LIMIT = 2 * 2**20          # files larger than this are not read for the fingerprint
+
+
+@dataclass
+class Resolution:
+    files: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)     # the diff's added lines, for the fingerprint
+    refused: str = ""
+
+
+def candidate_spec(profile: Profile, text: str) -> Any:
+    """SRC as `console run --candidate` takes it; on the demo profile also a candidate's name."""
+    if Path(profile.path) == DEMO_PROFILE.resolve() and not Path(text).exists():
+        named = DEMO_CANDIDATES / f"{text}.patch"
+        if named.is_file():
+            return sources.parse_spec(str(named), profile.source)
+    return sources.parse_spec(text, profile.source)
+
+
+def resolve(profile: Profile, spec: Any) -> Resolution:
+    """Snapshot main and the candidate: what it changes, its added lines, or why it cannot be scored."""
+    with tempfile.TemporaryDirectory(prefix="bench-console-submit-") as tmp:
+        try:
+            main = sources.snapshot(profile.source, Path(tmp) / "main", exclude=profile.exclude)
+            cand = sources.snapshot(spec, Path(tmp) / "candidate", main=main, exclude=profile.exclude)
+        except ConsoleError as e:
+            return Resolution(refused=f"its sources do not resolve: {e.message}")
+        files = apparatus.changed_paths(main.files, cand.files)
+        if not files:
+            return Resolution(refused="it changes nothing relative to main")
+        touched = [f for f in files if apparatus.is_protected(f, profile.protected)]
+        if touched:
+            return Resolution(files, refused=f"it changes the measuring apparatus: {', '.join(touched)}")
+        added: list[str] = []
+        for f in files:
+            added += _added_lines(main.dir / f, cand.dir / f)
+        return Resolution(files, added)
+
+
+def _added_lines(old: Path, new: Path) -> list[str]:
+    def lines(p: Path) -> list[str]:
+        if not p.is_file() or p.stat().st_size > TEXT_LIMIT:
+            return []
+        try:
+            return p.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            return []           # binary: not fingerprinted
+    return [line[1:] for line in difflib.unified_diff(lines(old), lines(new), lineterm="", n=0)
+            if line.startswith("+") and not line.startswith("+++")]
+
+
+def submit(store: QueueStore, profile_path: Path, src: str, author: str, draft: bool) -> Row:
+    """Record a submission: refused with the reason, in review, a draft, or queued."""
+    if not author.strip():
+        raise policy.Refusal("--author must name someone: one open candidate per author is a rule here")
+    try:
+        profile = load_profile(profile_path)
+    except ProfileError as e:
+        cid = store.submit(author=author, source=src, profile=str(profile_path), state=State.REFUSED,
+                           reason=f"no usable profile: {e}", files=[], fingerprint=frozenset())
+        return store.get(cid)
+    try:
+        spec = candidate_spec(profile, src)
+    except ConsoleError as e:
+        res = Resolution(refused=f"its sources do not resolve: {e.message}")
+    else:
+        res = resolve(profile, spec)
+        # stored so that a worker started anywhere finds it: a patch or directory by its absolute path
+        src = spec[1] if isinstance(spec, tuple) else (spec.path or src)
+    fp = policy.fingerprint(res.added)
+    detail: dict[str, Any] = {"files": res.files}
+    if res.refused:
+        state, reason = State.REFUSED, f"cannot be scored: {res.refused}"
+    else:
+        check = policy.judge_copy(fp, store.merged_fingerprints(), profile.queue)
+        detail["copy"] = {"containment": round(check.containment, 4), "of": check.of}
+        if check.state is not None:
+            state, reason = check.state, check.reason
+        elif draft:
+            state, reason = State.DRAFT, "draft: `console queue ready ID` queues it"
+        else:
+            state, reason = State.QUEUED, "queued"
+    cid = store.submit(author=author, source=src, profile=profile.path, state=state, reason=reason,
+                       files=res.files, fingerprint=fp, detail=detail)
+    return store.get(cid)
+
+
+# --- the worker ----------------------------------------------------------------------
+
+@dataclass
+class WorkerOptions:
+    results: Path                   # results root: each profile's ledger is results/<profile name>
+    keep_images: bool = False
+    verbose: bool = False
+    once: bool = False
+    runtime: str = "docker"
+    reps: int | None = None
+
+
+def reclaim(store: QueueStore, say: Callable[[str], None]) -> None:
+    """Candidates left `running` by a worker of this host that is gone go back to the queue."""
+    host = here().split(":")[0]
+    for row in store.rows():
+        w = row.worker or ""
+        if row.candidate.state is not State.RUNNING or not w.startswith(host + ":"):
+            continue
+        pid = int(w.split(":")[1])
+        if not _alive(pid):
+            store.move(row.id, State.QUEUED, f"requeued: its worker {w} ended mid-round; nothing was sealed for it",
+                       expect=frozenset({State.RUNNING}), worker=None)
+            say(f"#{row.id}: its worker {w} is gone; back in the queue")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def free_gb(results: Path) -> tuple[float, str]:
+    """The least free space where a round writes: its results, and Docker's data root when local."""
+    results.mkdir(parents=True, exist_ok=True)
+    places = [results] + [p for p in (Path("/var/lib/docker"),) if p.is_dir()]
+    return min((shutil.disk_usage(p).free / 2**30, str(p)) for p in places)
+
+
+def work(store: QueueStore, opts: WorkerOptions, say: Callable[[str], None] = print) -> int:
+    """Book, run, record, repeat, until nothing is bookable (or once). Returns an exit code."""
+    reclaim(store, say)
+    ran = 0
+    while True:
+        plan = policy.plan([r.candidate for r in store.rows()])
+        if plan.bookable:
+            nxt = store.get(plan.bookable[0])
+            try:
+                need = load_profile(nxt.profile).queue.min_free_gb
+            except ProfileError as e:
+                store.move(nxt.id, State.REFUSED, f"cannot be scored: its profile no longer loads: {e}",
+                           expect=frozenset({State.QUEUED}))
+                say(f"#{nxt.id}: refused, its profile no longer loads")
+                continue
+            free, where = free_gb(opts.results)
+            if free < need:     # checked before booking: a full disk is the node's problem, not the candidate's
+                say(f"not booking #{nxt.id}: {free:.1f} GB free on {where}, the profile asks {need:g} GB; "
+                    "free some space (`console cleanup --images`) and run the worker again")
+                return int(ExitCode.INFRA)
+        row = store.book(here())
+        if row is None:
+            say(f"nothing {'more ' if ran else ''}to book" + (f" after {ran} round(s)" if ran else "") +
+                f": {_idle_summary(store)}")
+            return int(ExitCode.OK)
+        profile = load_profile(row.profile)
+        say(f"== #{row.id} by {row.candidate.author}: {row.source} under {profile.name}")
+        code = run_booked(store, row, profile, opts, say)
+        ran += 1
+        if code == ExitCode.INTERRUPTED or opts.once:
+            return code if code == ExitCode.INTERRUPTED else int(ExitCode.OK)
+
+
+def _idle_summary(store: QueueStore) -> str:
+    plan = policy.plan([r.candidate for r in store.rows()])
+    if not plan.waiting:
+        return "nothing waits"
+    return "; ".join(f"#{w.id} {w.reason}" for w in plan.waiting)
+
+
+def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOptions,
+               say: Callable[[str], None]) -> int:
+    from . import events as ev, lockfile
+    from .commands import follow
+    from .report import LineReporter
+    from .round import Round, RoundConfig
+
+    out = (opts.results / profile.name).resolve()
+    try:
+        cand = candidate_spec(profile, row.source)
+    except ConsoleError as e:
+        store.move(row.id, State.REFUSED, f"cannot be scored: its sources do not resolve: {e.message}", worker=None)
+        return int(ExitCode.USAGE)
+    store.annotate(row.id, results=str(out), node=os.environ.get("SLURMD_NODENAME") or here().split(":")[0])
+    lock = lockfile.ensure(out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
+    rnd = Round(RoundConfig(profile=profile, main=profile.source, candidate=cand, out_dir=out,
+                            runtime=opts.runtime, reps=opts.reps, lock_path=lock))
+    lines = LineReporter(verbose=opts.verbose)
+    ended: list[ev.RoundEnded] = []
+
+    def sink(e: ev.Event) -> None:
+        lines(e)
+        if isinstance(e, ev.RoundEnded):
+            ended.append(e)
+
+    follow(rnd, sink)
+    message = (ended[-1].message if ended else "") or ""
+    host = rnd.receipt.get("host", {}) if rnd.receipt else {}
+    node = (host.get("slurm") or {}).get("node") or host.get("hostname")
+    if rnd.receipt is None or rnd.receipt_path is None:
+        code = int(rnd.exit_code)
+        kind = {ExitCode.INTERRUPTED: "interrupted", ExitCode.USAGE: "refused"}.get(ExitCode(code), "infra")
+        if kind == "refused":
+            store.move(row.id, State.REFUSED, f"cannot be scored: {message}", worker=None)
+        else:
+            out_ = policy.after_round(kind, None, False, message)
+            store.move(row.id, out_.state, out_.reason, worker=None)
+        say(f"#{row.id}: no sealed round ({kind}): {message}")
+        return code
+    verdict = rnd.receipt["verdict"]
+    codes = [r.get("code", "") for r in verdict.get("reasons") or []]
+    parity_passed = not any(c.startswith(("parity", "scored-path", "timed-path")) for c in codes)
+    out_ = policy.after_round(verdict["outcome"], verdict.get("tier"), parity_passed)
+    rid = Path(rnd.receipt_path).stem
+    store.move(row.id, out_.state, out_.reason, detail={"receipt": rid, "results": str(out)}, worker=None,
+               node=node, receipt_id=rid, results=str(out))
+    say(f"#{row.id}: {out_.state.value}: {out_.reason} (receipt {rid[:12]})")
+    if not opts.keep_images and rnd.receipt.get("runtime", {}).get("kind", "docker") == "docker":
+        for line in remove_images(rnd.receipt):
+            say(f"#{row.id}: {line}")
+    return int(rnd.exit_code)
+
+
+def remove_images(receipt: dict[str, Any]) -> list[str]:
+    """Remove the engine images a sealed round built (their IDs stay in its receipt); never a base."""
+    from .runtime.docker import connect
+    client = connect()
+    said: list[str] = []
+    seen: set[str] = set()
+    for build, b in (receipt.get("builds") or {}).items():
+        image = b.get("image_id") or ""
+        if not image.startswith("sha256:") or image in seen or image == b.get("base_image_id"):
+            continue
+        seen.add(image)
+        try:
+            client.images.remove(image, force=True)
+            said.append(f"removed image {image[:19]} ({build}; its ID stays in the receipt)")
+        except Exception as e:      # already gone, or in use by another round: keep it, say so
+            said.append(f"kept image {image[:19]} ({build}): {e}")
+    return said

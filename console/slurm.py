@@ -1,0 +1,206 @@
+"""Rounds as SLURM batch jobs: the queue books, `sbatch` places, the job runs the same round.
+
+Each booked candidate becomes one exclusive batch job that runs ``console queue run-booked ID``
+on the node it lands on: the round, its seal (appended to the one ledger under its file lock),
+and the queue's record of the outcome. The worker here only submits and watches. A job the
+scheduler kills (``scancel``, its time limit, a failed node) is an infrastructure outcome: a
+job that got SIGTERM aborts its round itself and gives the candidate back; one killed outright
+leaves it ``running``, and the watcher gives it back with the scheduler's own account of why.
+Nothing of a killed job is sealed.
+
+A site file (TOML) names where jobs go::
+
+    partition = "bench"            # required
+    python = "/opt/bench/bin/python"   # the interpreter with the console on the nodes (default: this one)
+    max_jobs = 2                   # rounds at once (default: the partition's node count)
+    sbatch = ["--account=perf"]    # extra sbatch arguments, verbatim
+    poll_seconds = 2.0
+
+Kubernetes Jobs could follow the same interface: submit one Job per booked candidate running the
+same command, watch its status, and give the candidate back when the Job fails without recording
+an outcome (docs/QUEUE.md).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .core.queue import Refusal, State
+from .errors import ExitCode, InfraError, UsageError
+from .profile import load_profile
+from .queue_store import QueueStore, Row
+
+PREFIX = "slurm:"
+
+
+@dataclass(frozen=True)
+class Site:
+    partition: str
+    python: str = sys.executable
+    max_jobs: int | None = None
+    sbatch: tuple[str, ...] = ()
+    poll_seconds: float = 2.0
+    path: str = ""
+
+
+def load_site(path: Path) -> Site:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read the SLURM site file {path}: {e.strerror}", "Give --site FILE.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: not valid TOML: {e}", "Fix the site file.") from None
+    known = {"partition", "python", "max_jobs", "sbatch", "poll_seconds"}
+    for k in data:
+        if k not in known:
+            raise UsageError(f"{path}: key '{k}': unknown; expected one of {', '.join(sorted(known))}",
+                             "Fix the site file.")
+    if not isinstance(data.get("partition"), str) or not data["partition"]:
+        raise UsageError(f"{path}: key 'partition': expected the partition's name (a string)", "Fix the site file.")
+    sb = data.get("sbatch", [])
+    if not isinstance(sb, list) or not all(isinstance(x, str) for x in sb):
+        raise UsageError(f"{path}: key 'sbatch': expected a list of strings", "Fix the site file.")
+    mj = data.get("max_jobs")
+    if mj is not None and (not isinstance(mj, int) or mj < 1):
+        raise UsageError(f"{path}: key 'max_jobs': expected a whole number ≥ 1", "Fix the site file.")
+    return Site(partition=data["partition"], python=str(data.get("python", sys.executable)), max_jobs=mj,
+                sbatch=tuple(sb), poll_seconds=float(data.get("poll_seconds", 2.0)), path=str(path))
+
+
+def _run(argv: list[str], timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess:
+    if shutil.which(argv[0]) is None:
+        raise InfraError(f"`{argv[0]}` is not on PATH: this machine is not a SLURM submit host",
+                         "Run the worker where sbatch, sinfo and scontrol work, or use `console queue work` "
+                         "without --scheduler slurm.")
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=stdin)
+
+
+def partition_nodes(site: Site) -> int:
+    r = _run(["sinfo", "-h", "-p", site.partition, "-o", "%D"])
+    if r.returncode != 0 or not r.stdout.strip():
+        raise InfraError(f"partition '{site.partition}' is not known to SLURM: {r.stderr.strip() or 'sinfo said nothing'}",
+                         f"Check `partition` in {site.path or 'the site file'} (`sinfo` lists the partitions).")
+    return sum(int(x) for x in r.stdout.split() if x.isdigit())
+
+
+def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime: str, keep_images: bool) -> str:
+    profile = load_profile(row.profile)
+    rules = profile.queue
+    args = [site.python, "-m", "console.cli", "queue", "run-booked", str(row.id), "--dir", str(results),
+            "--runtime", runtime]
+    if reps is not None:
+        args += ["--reps", str(reps)]
+    if keep_images:
+        args.append("--keep-images")
+    logs = results / "queue-jobs"
+    lines = ["#!/bin/sh",
+             f"#SBATCH --job-name=bench-console-{row.id}",
+             f"#SBATCH --partition={site.partition}",
+             "#SBATCH --exclusive",
+             "#SBATCH --nodes=1",
+             f"#SBATCH --time={rules.time_limit_minutes}",
+             f"#SBATCH --output={logs}/{row.id}-%j.log",
+             *(["#SBATCH --gres=gpu:%d" % rules.gpus] if rules.gpus else []),
+             "# one round of the queue's candidate, recorded by the job itself",
+             "export PYTHONUNBUFFERED=1 NO_COLOR=1",
+             "exec " + " ".join(_quote(a) for a in args), ""]
+    logs.mkdir(parents=True, exist_ok=True)
+    return "\n".join(lines)
+
+
+def _quote(s: str) -> str:
+    return s if re.fullmatch(r"[A-Za-z0-9_./:=@+-]+", s) else "'" + s.replace("'", "'\\''") + "'"
+
+
+def submit(row: Row, script: str, site: Site) -> str:
+    r = _run(["sbatch", "--parsable", *site.sbatch], stdin=script)
+    if r.returncode != 0:
+        raise InfraError(f"sbatch refused #{row.id}'s job: {r.stderr.strip()[:400]}",
+                         "Check the partition and the site file's sbatch arguments; the candidate is back in the queue.")
+    return r.stdout.strip().split(";")[0]
+
+
+@dataclass
+class JobState:
+    state: str                      # PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, NODE_FAIL, FAILED, …
+    reason: str = ""
+    node: str = ""
+    exit_code: str = ""
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ended(self) -> bool:
+        return self.state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED")
+
+
+def job_state(job: str) -> JobState | None:
+    """The scheduler's view of a job (scontrol keeps ended jobs for MinJobAge), or None if forgotten."""
+    r = _run(["scontrol", "-o", "show", "job", job])
+    if r.returncode != 0:
+        return None
+    f = dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+    return JobState(f.get("JobState", "UNKNOWN"), f.get("Reason", ""), f.get("NodeList", ""), f.get("ExitCode", ""), f)
+
+
+def watch(store: QueueStore, say: Callable[[str], None]) -> int:
+    """Give back candidates whose job ended without recording a round. Returns jobs still running."""
+    alive = 0
+    for row in store.rows():
+        w = row.worker or ""
+        if row.candidate.state is not State.RUNNING or not w.startswith(PREFIX):
+            continue
+        job = w[len(PREFIX):]
+        st = job_state(job)
+        if st is not None and not st.ended:
+            alive += 1
+            continue
+        what = "is no longer known to the scheduler" if st is None else \
+            f"ended {st.state}" + (f" ({st.reason})" if st.reason and st.reason != "None" else "") + \
+            (f" on {st.node}" if st.node and st.node != "(null)" else "")
+        try:
+            store.move(row.id, State.QUEUED, f"requeued: batch job {job} {what} before recording its round; "
+                       "nothing was sealed for it", expect=frozenset({State.RUNNING}), worker=None,
+                       detail={"job": job, "state": st.fields if st else {}})
+            say(f"#{row.id}: batch job {job} {what}; back in the queue")
+        except Refusal:     # the job recorded its outcome meanwhile: nothing to give back
+            pass
+    return alive
+
+
+def work(store: QueueStore, site: Site, results: Path, *, reps: int | None, runtime: str, keep_images: bool,
+         once: bool, say: Callable[[str], None] = print, deadline_s: float | None = None) -> int:
+    """Submit booked candidates as jobs (at most ``max_jobs`` at once), watch them, until drained."""
+    slots = site.max_jobs or partition_nodes(site)
+    submitted = 0
+    t0 = time.monotonic()
+    while True:
+        alive = watch(store, say)
+        while alive < slots and not (once and submitted):
+            row = store.book(PREFIX + "pending")
+            if row is None:
+                break
+            try:
+                script = job_script(row, site, results, reps=reps, runtime=runtime, keep_images=keep_images)
+                job = submit(row, script, site)
+            except Exception as e:
+                store.move(row.id, State.QUEUED, f"requeued: could not submit its job: {e}", worker=None)
+                raise
+            store.move(row.id, State.RUNNING, f"batch job {job} on partition {site.partition}",
+                       worker=PREFIX + job, detail={"job": job, "partition": site.partition})
+            say(f"#{row.id} by {row.candidate.author}: submitted as job {job}")
+            submitted += 1
+            alive += 1
+        if alive == 0:
+            say(f"queue drained: {submitted} job(s) submitted")
+            return int(ExitCode.OK)
+        if deadline_s is not None and time.monotonic() - t0 > deadline_s:
+            say(f"stopped watching after {deadline_s:.0f} s with {alive} job(s) still running")
+            return int(ExitCode.INFRA)
+        time.sleep(site.poll_seconds)

@@ -1,0 +1,55 @@
+"""What the SLURM scheduler writes and reads, without a cluster: the site file, the job script.
+(tests/integration/test_queue_slurm.py runs real jobs on a real cluster.)"""
+from __future__ import annotations
+
+import pytest
+
+from console import slurm
+from console.core.queue import State
+from console.errors import InfraError, UsageError
+from console.paths import DEMO_PROFILE
+from console.queue_store import QueueStore
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "key 'partition': expected the partition's name"),
+    ('partition = "p"\nnodes = 3\n', "key 'nodes': unknown; expected one of"),
+    ('partition = "p"\nsbatch = "--account=x"\n', "key 'sbatch': expected a list of strings"),
+    ('partition = "p"\nmax_jobs = 0\n', "key 'max_jobs': expected a whole number ≥ 1"),
+    ("partition = \n", "not valid TOML"),
+])
+def test_a_broken_site_file_names_the_file_and_the_key(tmp_path, text, says):
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    with pytest.raises(UsageError) as e:
+        slurm.load_site(site)
+    assert str(site) in e.value.message and says in e.value.message
+
+
+def test_the_job_script_asks_for_an_exclusive_node_with_the_profiles_limits(tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text('partition = "bench"\npython = "/opt/py/bin/python"\nsbatch = ["--account=perf"]\n')
+    s = slurm.load_site(site)
+    store = QueueStore(tmp_path / "q")
+    cid = store.submit(author="ada", source="/p/fast.patch", profile=str(DEMO_PROFILE), state=State.QUEUED,
+                       reason="queued", files=[], fingerprint=frozenset())
+    script = slurm.job_script(store.get(cid), s, tmp_path / "results", reps=3, runtime="docker", keep_images=False)
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/sh" and "#SBATCH --exclusive" in lines and "#SBATCH --partition=bench" in lines
+    assert "#SBATCH --time=120" in lines and not any("--gres" in x for x in lines)     # demo: CPU only
+    assert lines[-1] == (f"exec /opt/py/bin/python -m console.cli queue run-booked {cid} --dir "
+                         f"{tmp_path / 'results'} --runtime docker --reps 3")
+    assert (tmp_path / "results" / "queue-jobs").is_dir()
+
+
+def test_job_states_that_have_ended():
+    assert not slurm.JobState("RUNNING").ended and not slurm.JobState("PENDING").ended
+    assert all(slurm.JobState(s).ended for s in ("COMPLETED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "FAILED"))
+
+
+def test_without_slurm_on_path_the_worker_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    site = tmp_path / "site.toml"
+    site.write_text('partition = "bench"\n')
+    with pytest.raises(InfraError, match="not a SLURM submit host"):
+        slurm.partition_nodes(slurm.load_site(site))
