@@ -104,6 +104,7 @@ class QueueStore:
         self.path = directory / FILE
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db.row_factory = sqlite3.Row       # columns by name, without asking the schema per row
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -151,16 +152,14 @@ class QueueStore:
         args: tuple = ()
         if cid is not None:
             q, args = q + " WHERE candidate=?", (cid,)
-        return [{"seq": s, "candidate": c, "at": at, "state": st, "reason": why, "detail": json.loads(d)}
-                for s, c, at, st, why, d in self.db.execute(q + " ORDER BY seq", args)]
+        return [{**dict(h), "detail": json.loads(h["detail"])} for h in self.db.execute(q + " ORDER BY seq", args)]
 
     def merged_fingerprints(self) -> list[tuple[int, frozenset[int]]]:
         return [(i, unpack(fp)) for i, fp in
                 self.db.execute("SELECT id, fingerprint FROM candidates WHERE state=?", (State.MERGED.value,))]
 
-    def _row(self, r: tuple) -> Row:
-        cols = [d[0] for d in self.db.execute("SELECT * FROM candidates LIMIT 0").description]
-        d = dict(zip(cols, r))
+    @staticmethod
+    def _row(d: sqlite3.Row) -> Row:
         c = Candidate(id=d["id"], author=d["author"], state=State(d["state"]), submitted_at=d["submitted_at"],
                       ready_at=d["ready_at"], files=tuple(json.loads(d["files"])), reason=d["reason"])
         return Row(c, d["source"], d["profile"], unpack(d["fingerprint"]), d["worker"], d["node"],
