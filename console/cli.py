@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="play a sealed receipt or a journal back through the live console")
     p.add_argument("file", type=Path)
     p.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = instant")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="a journal still being written: show the round live as it goes (another terminal, "
+                        "a headless or queued round); leaving does not stop the round")
 
     p = sub.add_parser("verdict", help="re-derive the verdict of a receipt from its raw numbers, and say "
                        "whether the file is a sealed receipt")
@@ -182,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     x = qsub.add_parser("watch", help="the queue live in the terminal: waiting (and why), running (with its "
                         "round's progress), finished (with reasons)")
     queue_dir(x)
-    x = qsub.add_parser("run-booked", help=argparse.SUPPRESS)     # what a batch job runs
-    x.add_argument("id", type=int)
+    x = qsub.add_parser("run-job", help=argparse.SUPPRESS)     # what a batch job runs
+    x.add_argument("spec", type=Path)
     x.add_argument("--runtime", choices=["docker", "local"], default="docker")
     x.add_argument("--reps", type=int, default=None)
     x.add_argument("--keep-images", action="store_true")

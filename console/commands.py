@@ -162,10 +162,15 @@ def cmd_resume(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .replay import ReplaySource
+    from .replay import FollowSource, ReplaySource
     from .tui.app import run_tui
     if not args.file.exists():
         raise UsageError(f"{args.file} does not exist", "Give a receipt (.json) or a journal (.jsonl).")
+    if args.follow:
+        if args.file.suffix != ".jsonl":
+            raise UsageError(f"--follow reads a journal (.jsonl), not {args.file.name}",
+                             "A running round writes results/<profile>/journal/<round>.jsonl.")
+        return run_tui(FollowSource(args.file)) or 0
     return run_tui(ReplaySource(args.file, speed=args.speed)) or 0
 
 
@@ -365,6 +370,12 @@ def cmd_queue(args) -> int:
 
     if not args.queue_cmd:
         raise UsageError("which queue action?", "submit, ready, approve, cancel, merged, list, show or work.")
+    say = lambda line: print(line, flush=True)      # noqa: E731
+    if args.queue_cmd == "run-job":     # inside a batch job: the queue's file is not opened here
+        from . import slurm
+        opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
+                                      runtime=args.runtime, reps=args.reps)
+        return slurm.run_job(args.spec, args.dir.resolve(), opts, say)
     store = QueueStore(args.dir.resolve())
     try:
         action = args.queue_cmd
@@ -398,7 +409,6 @@ def cmd_queue(args) -> int:
             print()
             tables.render([history_table(store.history(row.id))], "table", sys.stdout)
             return ExitCode.OK
-        say = lambda line: print(line, flush=True)      # noqa: E731
         if action == "work":
             _check_reps(args)
             if args.scheduler == "slurm":
@@ -411,21 +421,39 @@ def cmd_queue(args) -> int:
                                           verbose=args.verbose, once=args.once, runtime=args.runtime, reps=args.reps)
             return queueing.work(store, opts, say)
         if action == "watch":
-            from .tui.queue_view import QueueApp
-            store.close()
-            QueueApp(args.dir.resolve()).run()
-            return ExitCode.OK
-        if action == "run-booked":
-            row = store.get(args.id)
-            if row.candidate.state is not State.RUNNING:
-                raise policy.Refusal(f"#{row.id} is {row.candidate.state.value}, not booked: nothing to run")
-            opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
-                                          runtime=args.runtime, reps=args.reps)
-            return queueing.run_booked(store, row, load_profile(row.profile), opts, say)
+            return _watch_queue(store, args.dir.resolve())
         raise UsageError(f"unknown queue action {action!r}", "See `console queue --help`.")
     except policy.Refusal as e:
         print(f"refused: {e}", file=sys.stderr)
         return ExitCode.REJECTED
+    finally:
+        store.close()
+
+
+def _watch_queue(store, directory: Path) -> int:
+    """The queue view; Enter on a running candidate opens its round live, q there comes back."""
+    from .core.queue import State
+    from .replay import FollowSource
+    from .tui.app import run_tui
+    from .tui.queue_view import QueueApp, journal_of
+    while True:
+        chosen = QueueApp(directory).run()
+        if chosen is None:
+            return ExitCode.OK
+        row = store.get(chosen)
+        journal = journal_of(row)
+        if journal is None or row.candidate.state is not State.RUNNING:
+            continue            # it ended or has not started writing yet: back to the queue
+        run_tui(FollowSource(journal, alive=lambda: _still_running(directory, chosen)))
+
+
+def _still_running(directory: Path, cid: int) -> bool:
+    """Asked from the viewer's thread: SQLite connections stay in the thread that made them."""
+    from .core.queue import State
+    from .queue_store import QueueStore
+    store = QueueStore(directory)
+    try:
+        return store.get(cid).candidate.state is State.RUNNING
     finally:
         store.close()
 

@@ -193,8 +193,53 @@ def _idle_summary(store: QueueStore) -> str:
     return "; ".join(f"#{w.id} {w.reason}" for w in plan.waiting)
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What a booked round made of its candidate, before it is recorded in the queue.
+
+    A batch job writes this to a file (the queue's SQLite file stays on the submit host:
+    SQLite's WAL does not work across hosts sharing a network file system); the worker that
+    runs rounds itself records it at once."""
+    state: State
+    reason: str
+    code: int
+    fields: dict[str, Any] = field(default_factory=dict)     # receipt_id, results, node
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state.value, "reason": self.reason, "code": self.code,
+                "fields": self.fields, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Finished":
+        return cls(State(d["state"]), str(d["reason"]), int(d["code"]), dict(d.get("fields") or {}),
+                   dict(d.get("detail") or {}))
+
+
+def record(store: QueueStore, cid: int, done: Finished) -> str:
+    """The outcome into the queue, only if the candidate is still the booked one (a person may
+    have cancelled it meanwhile: that stands, and the round's receipt stays in the ledger)."""
+    try:
+        store.move(cid, done.state, done.reason, expect=frozenset({State.RUNNING}), worker=None,
+                   detail=done.detail or None, **done.fields)
+        return f"#{cid}: {done.state.value}: {done.reason}"
+    except policy.Refusal as e:
+        return f"#{cid}: its round ended ({done.state.value}: {done.reason}) but it was not recorded: {e}"
+
+
 def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOptions,
                say: Callable[[str], None]) -> int:
+    """A booked candidate's round on this node, recorded in the queue."""
+    store.annotate(row.id, results=str((opts.results / profile.name).resolve()), node=here().split(":")[0])
+    done = run_round_of(row, profile, opts, say)
+    note = record(store, row.id, done)
+    if "not recorded" in note:
+        say(note)
+    return done.code
+
+
+def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[[str], None]) -> Finished:
+    """Run the candidate's round and say what it made of the candidate; touches no queue."""
     from . import events as ev, lockfile
     from .commands import follow
     from .report import LineReporter
@@ -204,9 +249,13 @@ def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOption
     try:
         cand = candidate_spec(profile, row.source)
     except ConsoleError as e:
-        store.move(row.id, State.REFUSED, f"cannot be scored: its sources do not resolve: {e.message}", worker=None)
-        return int(ExitCode.USAGE)
-    store.annotate(row.id, results=str(out), node=os.environ.get("SLURMD_NODENAME") or here().split(":")[0])
+        return Finished(State.REFUSED, f"cannot be scored: its sources do not resolve: {e.message}",
+                        int(ExitCode.USAGE))
+    if os.environ.get("SLURM_JOB_ID") and opts.runtime == "docker":
+        from .runtime.docker import connect
+        from .slurm import remove_containers_of_ended_jobs
+        for line in remove_containers_of_ended_jobs(connect(), os.environ["SLURM_JOB_ID"]):
+            say(f"#{row.id}: {line}")
     lock = lockfile.ensure(out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
     rnd = Round(RoundConfig(profile=profile, main=profile.source, candidate=cand, out_dir=out,
                             runtime=opts.runtime, reps=opts.reps, lock_path=lock))
@@ -219,31 +268,30 @@ def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOption
             ended.append(e)
 
     follow(rnd, sink)
-    message = (ended[-1].message if ended else "") or ""
-    host = rnd.receipt.get("host", {}) if rnd.receipt else {}
-    node = (host.get("slurm") or {}).get("node") or host.get("hostname")
+    # the round's first line is the diagnosis; its hints are for a person at a terminal
+    message = ((ended[-1].message if ended else "") or "").split("\n", 1)[0]
     if rnd.receipt is None or rnd.receipt_path is None:
         code = int(rnd.exit_code)
         kind = {ExitCode.INTERRUPTED: "interrupted", ExitCode.USAGE: "refused"}.get(ExitCode(code), "infra")
-        if kind == "refused":
-            store.move(row.id, State.REFUSED, f"cannot be scored: {message}", worker=None)
-        else:
-            out_ = policy.after_round(kind, None, False, message)
-            store.move(row.id, out_.state, out_.reason, worker=None)
         say(f"#{row.id}: no sealed round ({kind}): {message}")
-        return code
+        if kind == "refused":
+            return Finished(State.REFUSED, f"cannot be scored: {message}", code)
+        then = policy.after_round(kind, None, False, message)
+        return Finished(then.state, then.reason, code)
     verdict = rnd.receipt["verdict"]
     codes = [r.get("code", "") for r in verdict.get("reasons") or []]
     parity_passed = not any(c.startswith(("parity", "scored-path", "timed-path")) for c in codes)
-    out_ = policy.after_round(verdict["outcome"], verdict.get("tier"), parity_passed)
+    then = policy.after_round(verdict["outcome"], verdict.get("tier"), parity_passed)
     rid = Path(rnd.receipt_path).stem
-    store.move(row.id, out_.state, out_.reason, detail={"receipt": rid, "results": str(out)}, worker=None,
-               node=node, receipt_id=rid, results=str(out))
-    say(f"#{row.id}: {out_.state.value}: {out_.reason} (receipt {rid[:12]})")
+    host = rnd.receipt.get("host", {})
+    node = (host.get("slurm") or {}).get("node") or host.get("hostname")
+    say(f"#{row.id}: {then.state.value}: {then.reason} (receipt {rid[:12]})")
     if not opts.keep_images and rnd.receipt.get("runtime", {}).get("kind", "docker") == "docker":
         for line in remove_images(rnd.receipt):
             say(f"#{row.id}: {line}")
-    return int(rnd.exit_code)
+    return Finished(then.state, then.reason, int(rnd.exit_code),
+                    fields={"receipt_id": rid, "results": str(out), "node": node},
+                    detail={"receipt": rid, "results": str(out)})
 
 
 def remove_images(receipt: dict[str, Any]) -> list[str]:

@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from console import events as ev
 from console.core.sequential import Preview
@@ -93,6 +93,56 @@ class ReplaySource(_Paced):
         return self._paced(stream)
 
 
+class FollowSource(_Paced):
+    """A journal that is still being written, shown as it grows (``tail -f`` for a round).
+
+    Complete lines are shown as soon as they land; the stream ends with the round's own
+    ``RoundEnded``. Only the viewer stops on abort: the round, in its own process, goes on.
+    ``alive`` says whether the round can still write; once it cannot (its process or batch
+    job was killed) and nothing new has come, the stream ends as ``incomplete``.
+    """
+
+    def __init__(self, path: str | Path, alive: Callable[[], bool] = lambda: True, poll_s: float = 0.25) -> None:
+        super().__init__(speed=0.0)
+        self.path, self.alive, self.poll_s = Path(path), alive, poll_s
+
+    def events(self) -> Iterator[ev.Event]:
+        last_at, offset, n, pending = 0.0, 0, 0, b""
+        while True:
+            with self.path.open("rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            offset += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                n += 1
+                event = _event(line, self.path, n, last_at)
+                last_at = event.at
+                yield event
+                if isinstance(event, ev.RoundEnded):
+                    return
+            if self.aborted:
+                yield ev.RoundEnded(status="incomplete", exit_code=EXIT_REPLAY_ABORTED,
+                                    message="stopped watching; the round goes on in its own process", at=last_at)
+                return
+            if not lines and not self.alive():
+                yield ev.RoundEnded(status="incomplete", exit_code=EXIT_REPLAY_ABORTED, at=last_at,
+                                    message="the round stopped without ending (its process or job was killed); "
+                                            "nothing was sealed for it")
+                return
+            self._abort.wait(self.poll_s)
+
+
+def _event(line: dict[str, Any] | bytes, path: Path, n: int, last_at: float) -> ev.Event:
+    """Line ``n``'s event (parsed, or raw bytes), or a notice that it was skipped (an unknown
+    kind, not JSON)."""
+    try:
+        return ev.event_from_dict(json.loads(line) if isinstance(line, bytes) else line)
+    except (ValueError, TypeError) as exc:
+        return ev.Notice(level="warn", code="journal-unknown-event",
+                         message=f"{path.name}:{n}: skipped ({exc})", at=last_at)
+
+
 def read_journal(path: Path) -> Iterator[ev.Event]:
     """Events of a journal, in order; a torn last line is dropped with a notice, unknown
     kinds are skipped with one, and a bad line before the end is an error."""
@@ -102,12 +152,7 @@ def read_journal(path: Path) -> Iterator[ev.Event]:
         raise ValueError(f"{path}:{jr.damaged_line}: not a JSON event line")
     last_at = 0.0
     for n, d in enumerate(jr.events, start=1):
-        try:
-            event = ev.event_from_dict(d)
-        except (ValueError, TypeError) as exc:
-            yield ev.Notice(level="warn", code="journal-unknown-event",
-                            message=f"{path.name}:{n}: skipped ({exc})", at=last_at)
-            continue
+        event = _event(d, path, n, last_at)
         last_at = event.at
         yield event
     if jr.torn_tail:

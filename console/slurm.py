@@ -1,12 +1,13 @@
 """Rounds as SLURM batch jobs: the queue books, `sbatch` places, the job runs the same round.
 
-Each booked candidate becomes one exclusive batch job that runs ``console queue run-booked ID``
-on the node it lands on: the round, its seal (appended to the one ledger under its file lock),
-and the queue's record of the outcome. The worker here only submits and watches. A job the
-scheduler kills (``scancel``, its time limit, a failed node) is an infrastructure outcome: a
-job that got SIGTERM aborts its round itself and gives the candidate back; one killed outright
-leaves it ``running``, and the watcher gives it back with the scheduler's own account of why.
-Nothing of a killed job is sealed.
+Each booked candidate becomes one exclusive batch job that runs ``console queue run-job SPEC``
+on the node it lands on: the round and its seal (appended to the one ledger under its file
+lock). The job writes what the round made of the candidate to an outcome file; the worker here
+submits, watches, and records outcomes in the queue, which only the submit host opens. A job
+the scheduler kills (``scancel``, its time limit, a failed node) is an infrastructure outcome:
+a job that got SIGTERM aborts its round and writes "requeued after interrupted"; one killed
+outright writes nothing, and the watcher gives the candidate back with the scheduler's own
+account of why. Nothing of a killed job is sealed.
 
 A site file (TOML) names where jobs go::
 
@@ -22,6 +23,8 @@ an outcome (docs/QUEUE.md).
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -35,6 +38,7 @@ from typing import Callable
 from .core.queue import Refusal, State
 from .errors import ExitCode, InfraError, UsageError
 from .profile import load_profile
+from . import store
 from .queue_store import QueueStore, Row
 
 PREFIX = "slurm:"
@@ -90,16 +94,30 @@ def partition_nodes(site: Site) -> int:
     return sum(int(x) for x in r.stdout.split() if x.isdigit())
 
 
+def spec_path(results: Path, cid: int) -> Path:
+    return results / "queue-jobs" / f"{cid}.spec.json"
+
+
+def outcome_path(results: Path, cid: int, job: str) -> Path:
+    return results / "queue-jobs" / f"{cid}-{job}.outcome.json"
+
+
 def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime: str, keep_images: bool) -> str:
+    """The batch script; it also writes the candidate's spec beside the job logs. The job reads
+    that spec and writes its outcome file there: it never opens the queue's SQLite file, which
+    stays on the submit host (SQLite's WAL needs every user of the file on one host)."""
     profile = load_profile(row.profile)
     rules = profile.queue
-    args = [site.python, "-m", "console.cli", "queue", "run-booked", str(row.id), "--dir", str(results),
+    logs = results / "queue-jobs"
+    logs.mkdir(parents=True, exist_ok=True)
+    spec = spec_path(results, row.id)
+    store.atomic_write(spec, json.dumps(row.to_dict(), indent=1).encode())
+    args = [site.python, "-m", "console.cli", "queue", "run-job", str(spec), "--dir", str(results),
             "--runtime", runtime]
     if reps is not None:
         args += ["--reps", str(reps)]
     if keep_images:
         args.append("--keep-images")
-    logs = results / "queue-jobs"
     lines = ["#!/bin/sh",
              f"#SBATCH --job-name=bench-console-{row.id}",
              f"#SBATCH --partition={site.partition}",
@@ -108,11 +126,37 @@ def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime
              f"#SBATCH --time={rules.time_limit_minutes}",
              f"#SBATCH --output={logs}/{row.id}-%j.log",
              *(["#SBATCH --gres=gpu:%d" % rules.gpus] if rules.gpus else []),
-             "# one round of the queue's candidate, recorded by the job itself",
+             "# one round of the queue's candidate; its outcome goes to a file the worker records",
              "export PYTHONUNBUFFERED=1 NO_COLOR=1",
              "exec " + " ".join(_quote(a) for a in args), ""]
-    logs.mkdir(parents=True, exist_ok=True)
     return "\n".join(lines)
+
+
+def run_job(spec: Path, results: Path, opts, say: Callable[[str], None]) -> int:
+    """Inside the batch job: the round of the candidate in ``spec``, its outcome to a file."""
+    from .queueing import WorkerOptions, run_round_of
+    assert isinstance(opts, WorkerOptions)
+    try:
+        d = json.loads(spec.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the job's candidate spec {spec}: {e}",
+                         "The worker writes it when it submits the job; is the results directory shared?") from None
+    row = _row_from_spec(d)
+    job = os.environ.get("SLURM_JOB_ID", "nojob")
+    say(f"== #{row.id} by {row.candidate.author}: {row.source} (batch job {job} on "
+        f"{os.environ.get('SLURMD_NODENAME', '?')})")
+    done = run_round_of(row, load_profile(row.profile), opts, say)
+    store.atomic_write(outcome_path(results, row.id, job), json.dumps(done.to_dict(), indent=1).encode())
+    say(f"#{row.id}: outcome written for the worker to record: {done.state.value}: {done.reason}")
+    return done.code
+
+
+def _row_from_spec(d: dict) -> Row:
+    from .core.queue import Candidate
+    c = Candidate(id=int(d["id"]), author=str(d["author"]), state=State(d["state"]), submitted_at=d["submitted_at"],
+                  ready_at=d.get("ready_at"), files=tuple(d.get("files") or ()), reason=str(d.get("reason", "")))
+    return Row(c, d["source"], d["profile"], frozenset(), d.get("worker"), d.get("node"), d.get("receipt_id"),
+               d.get("results"), d.get("merged_commit"), int(d.get("rounds") or 0))
 
 
 def _quote(s: str) -> str:
@@ -149,17 +193,50 @@ def job_state(job: str) -> JobState | None:
     return JobState(f.get("JobState", "UNKNOWN"), f.get("Reason", ""), f.get("NodeList", ""), f.get("ExitCode", ""), f)
 
 
-def watch(store: QueueStore, say: Callable[[str], None]) -> int:
-    """Give back candidates whose job ended without recording a round. Returns jobs still running."""
+def remove_containers_of_ended_jobs(client, this_job: str | None) -> list[str]:
+    """Remove the run containers of batch jobs the scheduler says have ended (killed outright:
+    SIGKILL, a failed node), so they do not compete with this job's reps. Another job's live
+    containers on a shared daemon are left alone."""
+    from .runtime.docker import LABEL
+    said: list[str] = []
+    ended: dict[str, JobState | None] = {}
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}):
+        job = c.labels.get(f"{LABEL}.slurm-job", "")
+        if not job or job == this_job:
+            continue
+        if job not in ended:
+            ended[job] = job_state(job)
+        st = ended[job]
+        if st is not None and not st.ended:
+            continue
+        try:
+            c.remove(force=True)
+            said.append(f"removed container {c.name} left by batch job {job} "
+                        f"({'no longer known' if st is None else st.state.lower()})")
+        except Exception as e:      # gone meanwhile: nothing to do
+            said.append(f"could not remove container {c.name} of ended job {job}: {e}")
+    return said
+
+
+def watch(store: QueueStore, results: Path, say: Callable[[str], None]) -> int:
+    """Record the outcomes of jobs that ended; give back candidates whose job ended without one.
+    Returns the number of jobs still running."""
+    from .queueing import Finished, record
     alive = 0
     for row in store.rows():
         w = row.worker or ""
-        if row.candidate.state is not State.RUNNING or not w.startswith(PREFIX):
+        if row.candidate.state is not State.RUNNING or not w.startswith(PREFIX) or w == PREFIX + "pending":
             continue
         job = w[len(PREFIX):]
         st = job_state(job)
         if st is not None and not st.ended:
             alive += 1
+            if st.node and st.node not in ("(null)", row.node or ""):
+                store.annotate(row.id, node=st.node)
+            continue
+        done = outcome_path(results, row.id, job)
+        if done.is_file():      # written atomically before the job ended
+            say(record(store, row.id, Finished.from_dict(json.loads(done.read_text()))) + f" (batch job {job})")
             continue
         what = "is no longer known to the scheduler" if st is None else \
             f"ended {st.state}" + (f" ({st.reason})" if st.reason and st.reason != "None" else "") + \
@@ -169,7 +246,7 @@ def watch(store: QueueStore, say: Callable[[str], None]) -> int:
                        "nothing was sealed for it", expect=frozenset({State.RUNNING}), worker=None,
                        detail={"job": job, "state": st.fields if st else {}})
             say(f"#{row.id}: batch job {job} {what}; back in the queue")
-        except Refusal:     # the job recorded its outcome meanwhile: nothing to give back
+        except Refusal:     # a person moved it meanwhile
             pass
     return alive
 
@@ -181,7 +258,7 @@ def work(store: QueueStore, site: Site, results: Path, *, reps: int | None, runt
     submitted = 0
     t0 = time.monotonic()
     while True:
-        alive = watch(store, say)
+        alive = watch(store, results, say)
         while alive < slots and not (once and submitted):
             row = store.book(PREFIX + "pending")
             if row is None:

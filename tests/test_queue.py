@@ -191,3 +191,22 @@ def test_the_command_line_round_trip(tmp_path, capsys):
     assert main(["queue", "show", "9", "--dir", d]) == 2
     conn = sqlite3.connect(tmp_path / FILE)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_followed_round_asks_the_queue_from_the_viewers_thread(tmp_path):
+    """`queue watch` follows a running round on a worker thread; asking whether the candidate still
+    runs must work there (a connection made in another thread would fail) and see changes."""
+    import threading
+    from console.commands import _still_running
+    store = QueueStore(tmp_path)
+    cid = store.submit(author="ada", source="fast", profile=str(DEMO_PROFILE), state=State.QUEUED,
+                       reason="queued", files=[], fingerprint=frozenset())
+    store.book("w:1")
+    seen: list[bool] = []
+    for change in (None, State.QUEUED):
+        if change is not None:
+            store.move(cid, change, "requeued: its worker was killed")
+        t = threading.Thread(target=lambda: seen.append(_still_running(tmp_path, cid)))
+        t.start()
+        t.join()
+    assert seen == [True, False]

@@ -2,6 +2,8 @@
 (tests/integration/test_queue_slurm.py runs real jobs on a real cluster.)"""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from console import slurm
@@ -37,9 +39,12 @@ def test_the_job_script_asks_for_an_exclusive_node_with_the_profiles_limits(tmp_
     lines = script.splitlines()
     assert lines[0] == "#!/bin/sh" and "#SBATCH --exclusive" in lines and "#SBATCH --partition=bench" in lines
     assert "#SBATCH --time=120" in lines and not any("--gres" in x for x in lines)     # demo: CPU only
-    assert lines[-1] == (f"exec /opt/py/bin/python -m console.cli queue run-booked {cid} --dir "
+    spec = tmp_path / "results" / "queue-jobs" / f"{cid}.spec.json"
+    assert lines[-1] == (f"exec /opt/py/bin/python -m console.cli queue run-job {spec} --dir "
                          f"{tmp_path / 'results'} --runtime docker --reps 3")
-    assert (tmp_path / "results" / "queue-jobs").is_dir()
+    # the job reads its candidate from the spec, never from the queue's SQLite file
+    assert json.loads(spec.read_text()) == store.get(cid).to_dict()
+    assert slurm._row_from_spec(json.loads(spec.read_text())).to_dict() == store.get(cid).to_dict()
 
 
 def test_job_states_that_have_ended():
@@ -53,3 +58,26 @@ def test_without_slurm_on_path_the_worker_says_what_to_do(tmp_path, monkeypatch)
     site.write_text('partition = "bench"\n')
     with pytest.raises(InfraError, match="not a SLURM submit host"):
         slurm.partition_nodes(slurm.load_site(site))
+
+
+def test_an_outcome_file_is_recorded_and_a_job_without_one_is_requeued(tmp_path, monkeypatch):
+    from console.queueing import Finished
+    store = QueueStore(tmp_path / "q")
+    ids = [store.submit(author=a, source=f"/p/{a}.patch", profile=str(DEMO_PROFILE), state=State.QUEUED,
+                        reason="queued", files=[], fingerprint=frozenset()) for a in ("ada", "bo")]
+    for cid, job in zip(ids, ("11", "12")):
+        store.book("slurm:pending")
+        store.move(cid, State.RUNNING, f"batch job {job}", worker=f"slurm:{job}")
+    results = tmp_path / "results"
+    (results / "queue-jobs").mkdir(parents=True)
+    done = Finished(State.MERGEABLE, "accepted, tier L", 0, fields={"receipt_id": "ab" * 32, "node": "n1"})
+    slurm.outcome_path(results, ids[0], "11").write_text(json.dumps(done.to_dict()))
+    monkeypatch.setattr(slurm, "job_state", lambda job: slurm.JobState("COMPLETED" if job == "11" else "FAILED",
+                                                                     "NonZeroExitCode", "n2"))
+    said: list[str] = []
+    assert slurm.watch(store, results, said.append) == 0
+    a, b = store.get(ids[0]), store.get(ids[1])
+    assert a.candidate.state is State.MERGEABLE and a.receipt_id == "ab" * 32 and a.node == "n1" and a.worker is None
+    assert b.candidate.state is State.QUEUED
+    assert b.candidate.reason.startswith("requeued: batch job 12 ended FAILED (NonZeroExitCode) on n2")
+    assert "nothing was sealed" in b.candidate.reason and len(said) == 2

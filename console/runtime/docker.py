@@ -319,7 +319,10 @@ class DockerRuntime:
             tmpfs={"/tmp": "size=16m"}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             pids_limit=run.pids, mem_limit=run.memory, memswap_limit=run.memory,
             nano_cpus=int(run.cpus * 1e9), environment=env, working_dir=ENGINE_ROOT,
-            labels={LABEL: "1", f"{LABEL}.round": self.round_label, f"{LABEL}.run": label},
+            labels={LABEL: "1", f"{LABEL}.round": self.round_label, f"{LABEL}.run": label,
+                    # a batch job killed outright cannot remove its container: the label lets the
+                    # node's next job do it once the scheduler says the job has ended
+                    **({f"{LABEL}.slurm-job": os.environ["SLURM_JOB_ID"]} if "SLURM_JOB_ID" in os.environ else {})},
             log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "1"}),
         )
         if gpus:

@@ -1,5 +1,8 @@
 """The queue, live: who waits and why, what runs (with its round's progress), what finished.
 
+Enter on a running candidate leaves this view with its id; ``console queue watch`` then opens
+that round's live dashboard (following its journal) and comes back here when it is closed.
+
 It reads the queue's SQLite file (WAL: reading never blocks a worker) and, for a running
 candidate, the newest journal of its profile's results directory, once a second. It only
 shows what the queue and the rounds recorded; nothing here books or changes anything.
@@ -35,23 +38,29 @@ FINISHED = (Column("id", "#", 3, True), Column("author", "author", 10), Column("
             Column("receipt", "receipt", 12), Column("source", "source", 22), Column("reason", "reason", 50))
 
 
-def live_round(row: Row) -> str:
-    """The running candidate's round as its newest journal tells it: phase and rep k/N, time left."""
+def journal_of(row: Row) -> Path | None:
+    """The newest journal where the candidate's round writes (its results folder), if any."""
     if not row.profile:
-        return ""
+        return None
     from ..profile import ProfileError, load_profile
     try:
         name = load_profile(row.profile).name
     except ProfileError:
-        return ""
+        return None
     results = Path(row.results) if row.results else None
     folders = [results] if results else []
     folders += [p for p in (Path.cwd() / "results" / name,) if p not in folders]
     journals = sorted((j for f in folders for j in (f / JOURNAL_DIR).glob("*.jsonl")),
                       key=lambda j: j.stat().st_mtime)
-    if not journals:
-        return "starting…"
-    events = read_journal(journals[-1]).events
+    return journals[-1] if journals else None
+
+
+def live_round(row: Row) -> str:
+    """The running candidate's round as its newest journal tells it: phase and rep k/N, time left."""
+    journal = journal_of(row)
+    if journal is None:
+        return "starting…" if row.profile else ""
+    events = read_journal(journal).events
     phase, tracker, progress = "", Tracker(), None
     for e in events:
         kind = e.get("kind")
@@ -97,9 +106,10 @@ def sections(rows: Sequence[Row], live: Callable[[Row], str] = live_round) -> di
     return out
 
 
-class QueueApp(App[None]):
+class QueueApp(App[int | None]):
     TITLE = "bench-console queue"
-    BINDINGS = [Binding("q", "quit", "Quit"), Binding("r", "reload", "Reload now")]
+    BINDINGS = [Binding("q", "quit", "Quit"), Binding("r", "reload", "Reload now"),
+                Binding("enter", "open_round", "Open the running round")]
     CSS = """
     Screen { layout: vertical; }
     #queue-head { height: 1; background: $panel; padding: 0 1; }
@@ -117,7 +127,7 @@ class QueueApp(App[None]):
         with VerticalScroll():
             for key, cols in (("waiting", WAITING), ("running", RUNNING), ("finished", FINISHED)):
                 yield Static(TITLES[key], classes="section-title", id=f"title-{key}")
-                yield LineTable(cols, cursor=False, id=f"queue-{key}")
+                yield LineTable(cols, cursor=key == "running", id=f"queue-{key}")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -128,6 +138,14 @@ class QueueApp(App[None]):
     def on_unmount(self) -> None:
         if self.store is not None:
             self.store.close()
+
+    def action_open_round(self) -> None:
+        """Leave with the selected running candidate: the caller opens its round's dashboard."""
+        table = self.query_one("#queue-running", LineTable)
+        if table.row_count:
+            self.exit(int(table.key_at(table.cursor_row)))
+        else:
+            self.notify("nothing is running", severity="warning")
 
     def action_reload(self) -> None:
         assert self.store is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -85,12 +86,20 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
     waiting = {w.id: w.reason for w in policy.plan([r.candidate for r in q.rows()]).waiting}
     assert waiting.get(2, "").startswith("waits for #1 by the same author (running)"), waiting
     subprocess.run(["scancel", job], env=cluster.env, check=True)
+    # #1 is booked again; this time its job's process is killed outright (SIGKILL, as the OOM
+    # killer or a crash would) while one of its containers runs: it cannot record anything itself
+    killed = _kill_outright_in_a_container(q, d, 1, {job}, docker_client, worker)
     out, _ = worker.communicate(timeout=2400)
     assert worker.returncode == 0, out[-4000:]
 
     hist = q.history(1)
-    requeued = [h for h in hist if h["state"] == "queued" and "requeued" in h["reason"]]
-    assert requeued, hist
+    requeued = [h["reason"] for h in hist if h["state"] == "queued" and "requeued" in h["reason"]]
+    assert len(requeued) == 2, hist
+    assert "interrupted" in requeued[0], requeued          # the job aborted its own round on SIGTERM
+    assert f"batch job {killed} ended FAILED" in requeued[1] and "nothing was sealed" in requeued[1], requeued
+    # the next job on the node removed the killed job's container before its own round
+    logs = "".join(p.read_text() for p in (d / "queue-jobs").glob("*.log"))
+    assert f"left by batch job {killed} (failed)" in logs, logs[-3000:]
     if q.get(1).candidate.state is State.MERGEABLE:         # alice's second waits for her first
         assert q.get(2).candidate.state is State.QUEUED
         _console("queue", "merged", "1", "--commit", "c0ffee", "--dir", str(d))
@@ -98,7 +107,7 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
     # oldest ready first: #2 (alice's, submitted before bob's) goes next once #1 is closed; while #1 is
     # mergeable it stays open and #2 waits until #1 is merged
     merged_first = any(h["state"] == "merged" for h in q.history(1))
-    assert _bookings(q) == ([1, 1, 3, 2] if merged_first else [1, 1, 2, 3]), q.history()
+    assert _bookings(q) == ([1, 1, 1, 3, 2] if merged_first else [1, 1, 1, 2, 3]), q.history()
     assert q.get(3).candidate.state is State.NOT_MERGEABLE
 
     # nothing of the cancelled job was sealed; every finished round is in the one ledger exactly once
@@ -114,7 +123,7 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
         slurm = receipts[rid]["host"]["slurm"]
         assert slurm["node"] in NODES and slurm["partition"] == cluster.partition
         jobs.add(slurm["job_id"])
-    assert len(jobs) == 3 and job not in jobs
+    assert len(jobs) == 3 and not {job, killed} & jobs
     # the jobs removed the engine images of the rounds they sealed; the IDs stay in the receipts
     for rid in recorded:
         for build in receipts[rid]["builds"].values():
@@ -125,3 +134,23 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
     assert not docker_client.containers.list(all=True, filters={"label": "bench-console"})
     listed = json.loads(_console("queue", "list", "--dir", str(d), "--format", "json").stdout)["queue"]
     assert [r["state"] for r in listed][2] == "not-mergeable"
+
+
+def _kill_outright_in_a_container(q: QueueStore, d: Path, cid: int, before: set[str], client, worker) -> str:
+    """SIGKILL the batch job of candidate ``cid`` (not one of ``before``) while a run container of
+    that job is up; returns the job id."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 600:
+        w = q.get(cid).worker or ""
+        job = w.split(":", 1)[1] if w.startswith("slurm:") and w != "slurm:pending" else None
+        if job and job not in before and client.containers.list(
+                filters={"label": f"bench-console.slurm-job={job}", "status": "running"}):
+            spec = d / "queue-jobs" / f"{cid}.spec.json"
+            pids = subprocess.run(["pgrep", "-f", f"queue run-job {spec} "], capture_output=True, text=True)
+            assert pids.stdout.split(), "the job's console process is not to be found"
+            for pid in pids.stdout.split():
+                os.kill(int(pid), signal.SIGKILL)
+            return job
+        assert worker.poll() is None, worker.stdout.read()
+        time.sleep(0.2)
+    pytest.fail(f"#{cid}'s second job never started a container")

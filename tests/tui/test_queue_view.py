@@ -71,4 +71,6 @@ async def test_the_app_draws_the_three_sections(tmp_path):
         assert [r[0] for r in _cells(app.query_one("#queue-running", LineTable))] == ["1", "3"]
         head = str(app.query_one("#queue-head").render())
         assert "2 running" in head and "1 refused" in head
-        await pilot.press("q")
+        app.query_one("#queue-running", LineTable).focus()
+        await pilot.press("down", "enter")                    # open #3's round
+    assert app.return_value == 3

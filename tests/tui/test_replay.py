@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console.replay import ListSource, ReplaySource, events_from_receipt
+import threading
+
+from console.replay import FollowSource, ListSource, ReplaySource, events_from_receipt
 from console.tui.app import ConsoleApp
 
 from core.receipts import default_rules
@@ -161,3 +163,42 @@ async def test_sealed_receipt_shows_the_gates_verdict(tmp_path: Path):
 def test_receipt_without_optional_parts():
     events = list(events_from_receipt({"round_id": "x", "reps": [{"build": "main"}]}))
     assert [e.kind for e in events][-2:] == ["verdict", "round_ended"]
+
+
+def test_following_a_journal_shows_lines_as_they_land_and_ends_with_the_round(tmp_path: Path):
+    lines = RECORDED.read_text().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(lines[:10]) + lines[10][:15])        # a line half written
+
+    def writer():                                               # the round, writing on
+        time.sleep(0.3)
+        with live.open("a") as f:
+            f.write(lines[10][15:])
+            for line in lines[11:]:
+                f.write(line)
+                f.flush()
+    t = threading.Thread(target=writer)
+    t.start()
+    got = list(FollowSource(live, poll_s=0.02).events())
+    t.join()
+    assert [e.to_dict() for e in got] == [json.loads(x) for x in lines]    # every line once, none torn
+    assert isinstance(got[-1], ev.RoundEnded) and got[-1].status != "incomplete"
+
+
+def test_following_a_round_that_died_ends_incomplete_and_says_so(tmp_path: Path):
+    lines = RECORDED.read_text().splitlines(keepends=True)
+    dead = tmp_path / "dead.jsonl"
+    dead.write_text("".join(lines[:12]))
+    got = list(FollowSource(dead, alive=lambda: False, poll_s=0.01).events())
+    assert len(got) == 13 and got[-1].status == "incomplete" and "killed" in got[-1].message
+
+
+def test_leaving_a_followed_round_stops_only_the_viewer(tmp_path: Path):
+    live = tmp_path / "live.jsonl"
+    live.write_text(RECORDED.read_text().splitlines(keepends=True)[0])
+    src = FollowSource(live, poll_s=0.01)
+    it = src.events()
+    next(it)
+    src.abort()
+    end = next(it)
+    assert end.status == "incomplete" and "goes on" in end.message

@@ -68,6 +68,9 @@ class LineTable(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self._keys)
 
+    def key_at(self, row: int) -> str:
+        return self._keys[row]
+
     def get_cell(self, key: str, column: str) -> Cell:
         return self._cells[self._index[key]][self._col[column]]
 
