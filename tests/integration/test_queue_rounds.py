@@ -3,8 +3,9 @@ bookkeeping is under test here; tests/integration/test_queue_slurm.py runs the s
 on a SLURM cluster), one of them interrupted.
 
 Three candidates from two authors; the second of one author waits for the first; a worker
-interrupted mid-round seals nothing and gives its candidate back with the reason; at the end
-the ledger verifies and holds every finished round exactly once.
+interrupted mid-round (SIGINT) seals nothing and gives its candidate back with the reason; one
+killed outright (SIGKILL) seals nothing either, and the next worker gives its candidate back;
+at the end the ledger verifies and holds every finished round exactly once.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from console import store
+from console import queueing, store
 from console.core import queue as policy
 from console.core.queue import State
 from console.queue_store import QueueStore
@@ -47,6 +48,50 @@ def test_a_queue_worked_on_one_node(tmp_path):
         _console("queue", "submit", src, "--author", author, "--dir", d)
 
     # a worker interrupted during #1's round: nothing sealed, #1 back in its place with the reason
+    worker, seen = _worker_in_parity(d)
+    q = QueueStore(Path(d))
+    waiting = {w.id: w.reason for w in policy.plan([r.candidate for r in q.rows()]).waiting}
+    assert waiting.get(2, "").startswith("waits for #1 by the same author (running)"), waiting
+    worker.send_signal(signal.SIGINT)
+    rest, _ = worker.communicate(timeout=180)
+    assert worker.returncode == 130, (seen + rest)[-3000:]
+    first = q.get(1)
+    assert first.candidate.state is State.QUEUED and "requeued after interrupted" in first.candidate.reason
+    assert not (Path(d) / "demo" / "ledger.jsonl").exists() or not store.read_ledger(Path(d) / "demo")[0]
+
+    # a worker killed outright (SIGKILL) during #1's next round: the next worker finds it gone and
+    # gives #1 back before booking; nothing of the killed round is sealed
+    worker, seen = _worker_in_parity(d)
+    worker.kill()
+    worker.wait(timeout=30)
+    assert q.get(1).candidate.state is State.RUNNING            # nobody could record anything
+    time.sleep(3)                                               # its orphaned engine run ends
+
+    # the worker again: #1 first (its place is kept); alice's second is older than bob's, so it is
+    # next once #1 is closed, but waits while #1 is mergeable (open) until #1 is merged
+    out = _console("queue", "work", "--dir", d, *WORK).stdout
+    assert f"its worker {queueing.here().split(':')[0]}:{worker.pid} is gone; back in the queue" in out, out
+    reasons = [h["reason"] for h in q.history(1) if h["state"] == "queued"]
+    assert "requeued after interrupted" in reasons[1] and "ended mid-round; nothing was sealed" in reasons[2]
+    assert _bookings(q)[:3] == [1, 1, 1], q.history()
+    if q.get(1).candidate.state is State.MERGEABLE:
+        assert q.get(2).candidate.state is State.QUEUED and "waits for #1" in out
+        _console("queue", "merged", "1", "--commit", "c0ffee", "--dir", d)
+        _console("queue", "work", "--dir", d, *WORK)
+        assert _bookings(q) == [1, 1, 1, 3, 2]
+    else:
+        assert _bookings(q) == [1, 1, 1, 2, 3]
+    assert q.get(3).candidate.state is State.NOT_MERGEABLE and "rejected" in q.get(3).candidate.reason
+
+    # every finished round is in the ledger exactly once, and the ledger verifies
+    entries, problems = store.read_ledger(Path(d) / "demo")
+    assert not problems and not [p for p in store.verify_dir(Path(d) / "demo") if p.fatal]
+    recorded = [q.get(i).receipt_id for i in (1, 2, 3)]
+    assert sorted(e.id for e in entries) == sorted(recorded) and len(set(recorded)) == 3
+
+
+def _worker_in_parity(d: str) -> tuple[subprocess.Popen, str]:
+    """`console queue work` started, and read until its round reaches parity."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", NO_COLOR="1")
     worker = subprocess.Popen(CONSOLE + ["queue", "work", "--dir", d, *WORK], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -58,31 +103,4 @@ def test_a_queue_worked_on_one_node(tmp_path):
             break
         seen += line
     assert "== parity" in seen, seen[-3000:]
-    q = QueueStore(Path(d))
-    waiting = {w.id: w.reason for w in policy.plan([r.candidate for r in q.rows()]).waiting}
-    assert waiting.get(2, "").startswith("waits for #1 by the same author (running)"), waiting
-    worker.send_signal(signal.SIGINT)
-    rest, _ = worker.communicate(timeout=180)
-    assert worker.returncode == 130, (seen + rest)[-3000:]
-    first = q.get(1)
-    assert first.candidate.state is State.QUEUED and "requeued after interrupted" in first.candidate.reason
-    assert not (Path(d) / "demo" / "ledger.jsonl").exists() or not store.read_ledger(Path(d) / "demo")[0]
-
-    # the worker again: #1 first (its place is kept); alice's second is older than bob's, so it is
-    # next once #1 is closed, but waits while #1 is mergeable (open) until #1 is merged
-    out = _console("queue", "work", "--dir", d, *WORK).stdout
-    assert _bookings(q)[:2] == [1, 1], q.history()
-    if q.get(1).candidate.state is State.MERGEABLE:
-        assert q.get(2).candidate.state is State.QUEUED and "waits for #1" in out
-        _console("queue", "merged", "1", "--commit", "c0ffee", "--dir", d)
-        _console("queue", "work", "--dir", d, *WORK)
-        assert _bookings(q) == [1, 1, 3, 2]
-    else:
-        assert _bookings(q) == [1, 1, 2, 3]
-    assert q.get(3).candidate.state is State.NOT_MERGEABLE and "rejected" in q.get(3).candidate.reason
-
-    # every finished round is in the ledger exactly once, and the ledger verifies
-    entries, problems = store.read_ledger(Path(d) / "demo")
-    assert not problems and not [p for p in store.verify_dir(Path(d) / "demo") if p.fatal]
-    recorded = [q.get(i).receipt_id for i in (1, 2, 3)]
-    assert sorted(e.id for e in entries) == sorted(recorded) and len(set(recorded)) == 3
+    return worker, seen
