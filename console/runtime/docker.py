@@ -209,7 +209,7 @@ class DockerRuntime:
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
               harness: HarnessSpec | None = None) -> BuildResult:
         base_id = self.base_image_id(image.base)
-        context = _build_context(src_dir, image, harness)
+        context = _build_context(src_dir, harness)
         t0 = time.monotonic()
         tail: list[str] = []
         image_id = None
@@ -221,9 +221,9 @@ class DockerRuntime:
                 nocache=True, rm=True, forcerm=True, pull=False,
                 buildargs={"BASE": base_id, "COMPILER_EXPECTED": image.compiler,
                            "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build,
-                           "HARNESS_BUILD": harness.build if harness else "true"},
-                labels={LABEL: "1", f"{LABEL}.build": build, f"{LABEL}.compiler": image.compiler},
-                network_mode="none",
+                           "HARNESS_BUILD": harness.build if harness else "true", "BUILD_NAME": build,
+                           "TOOLS": "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n" for t in image.tools)},
+                network_mode="none",   # the labels are the Dockerfile's one LABEL: one layer, not three
             )
             for chunk in stream:
                 if self._aborted.is_set():
@@ -400,15 +400,13 @@ class DockerRuntime:
                          cpu_s=dog.cpu_s, telemetry=telemetry)
 
 
-def _build_context(src_dir: Path, image: ImageSpec, harness: HarnessSpec | None) -> io.BytesIO:
-    """A tar of the Dockerfile, the tools to assert, the engine's tree (as src/) and the
+def _build_context(src_dir: Path, harness: HarnessSpec | None) -> io.BytesIO:
+    """A tar of the Dockerfile, the engine's tree (as src/) and the
     profile's harness (as harness/, empty without one). Level-1 gzip: a 30 MB tree costs
     seconds, not tens of them, on a small node."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(str(DOCKERFILE), arcname="Dockerfile")
-        _add_bytes(tar, "tools.tsv", "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n"
-                                             for t in image.tools).encode())
         tar.add(str(src_dir), arcname="src", filter=_strip_owner)
         if harness is not None:
             tar.add(harness.path, arcname="harness", filter=_strip_owner)
@@ -418,12 +416,6 @@ def _build_context(src_dir: Path, image: ImageSpec, harness: HarnessSpec | None)
             tar.addfile(info)
     buf.seek(0)
     return buf
-
-
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode = len(data), 0o644
-    tar.addfile(info, io.BytesIO(data))
 
 
 def _strip_owner(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
