@@ -82,6 +82,15 @@ class Row:
                 "receipt_id": self.receipt_id, "results": self.results, "merged_commit": self.merged_commit,
                 "rounds": self.rounds}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Row":
+        """The row of :meth:`to_dict` (a batch job's spec); the fingerprint is not in it."""
+        c = Candidate(id=int(d["id"]), author=str(d["author"]), state=State(d["state"]),
+                      submitted_at=d["submitted_at"], ready_at=d.get("ready_at"),
+                      files=tuple(d.get("files") or ()), reason=str(d.get("reason", "")))
+        return cls(c, d["source"], d["profile"], frozenset(), d.get("worker"), d.get("node"), d.get("receipt_id"),
+                   d.get("results"), d.get("merged_commit"), int(d.get("rounds") or 0))
+
 
 def pack(fp: frozenset[int]) -> bytes:
     return struct.pack(f">{len(fp)}Q", *sorted(fp))

@@ -216,15 +216,16 @@ class Finished:
                    dict(d.get("detail") or {}))
 
 
-def record(store: QueueStore, cid: int, done: Finished) -> str:
+def record(store: QueueStore, cid: int, done: Finished) -> tuple[bool, str]:
     """The outcome into the queue, only if the candidate is still the booked one (a person may
-    have cancelled it meanwhile: that stands, and the round's receipt stays in the ledger)."""
+    have cancelled it meanwhile: that stands, and the round's receipt stays in the ledger).
+    Returns whether it was recorded, and a line that says so."""
     try:
         store.move(cid, done.state, done.reason, expect=frozenset({State.RUNNING}), worker=None,
                    detail=done.detail or None, **done.fields)
-        return f"#{cid}: {done.state.value}: {done.reason}"
+        return True, f"#{cid}: {done.state.value}: {done.reason}"
     except policy.Refusal as e:
-        return f"#{cid}: its round ended ({done.state.value}: {done.reason}) but it was not recorded: {e}"
+        return False, f"#{cid}: its round ended ({done.state.value}: {done.reason}) but it was not recorded: {e}"
 
 
 def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOptions,
@@ -232,9 +233,9 @@ def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOption
     """A booked candidate's round on this node, recorded in the queue."""
     store.annotate(row.id, results=str((opts.results / profile.name).resolve()), node=here().split(":")[0])
     done = run_round_of(row, profile, opts, say)
-    note = record(store, row.id, done)
-    if "not recorded" in note:
-        say(note)
+    recorded, line = record(store, row.id, done)
+    if not recorded:        # run_round_of already said the outcome
+        say(line)
     return done.code
 
 

@@ -33,13 +33,16 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .core.queue import Refusal, State
 from .errors import ExitCode, InfraError, UsageError
 from .profile import load_profile
-from . import store
 from .queue_store import QueueStore, Row
+from .store import atomic_write
+
+if TYPE_CHECKING:
+    from .queueing import WorkerOptions
 
 PREFIX = "slurm:"
 
@@ -111,7 +114,7 @@ def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime
     logs = results / "queue-jobs"
     logs.mkdir(parents=True, exist_ok=True)
     spec = spec_path(results, row.id)
-    store.atomic_write(spec, json.dumps(row.to_dict(), indent=1).encode())
+    atomic_write(spec, json.dumps(row.to_dict(), indent=1).encode())
     args = [site.python, "-m", "console.cli", "queue", "run-job", str(spec), "--dir", str(results),
             "--runtime", runtime]
     if reps is not None:
@@ -132,31 +135,22 @@ def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime
     return "\n".join(lines)
 
 
-def run_job(spec: Path, results: Path, opts, say: Callable[[str], None]) -> int:
+def run_job(spec: Path, results: Path, opts: "WorkerOptions", say: Callable[[str], None]) -> int:
     """Inside the batch job: the round of the candidate in ``spec``, its outcome to a file."""
-    from .queueing import WorkerOptions, run_round_of
-    assert isinstance(opts, WorkerOptions)
+    from .queueing import run_round_of
     try:
         d = json.loads(spec.read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot read the job's candidate spec {spec}: {e}",
                          "The worker writes it when it submits the job; is the results directory shared?") from None
-    row = _row_from_spec(d)
+    row = Row.from_dict(d)
     job = os.environ.get("SLURM_JOB_ID", "nojob")
     say(f"== #{row.id} by {row.candidate.author}: {row.source} (batch job {job} on "
         f"{os.environ.get('SLURMD_NODENAME', '?')})")
     done = run_round_of(row, load_profile(row.profile), opts, say)
-    store.atomic_write(outcome_path(results, row.id, job), json.dumps(done.to_dict(), indent=1).encode())
+    atomic_write(outcome_path(results, row.id, job), json.dumps(done.to_dict(), indent=1).encode())
     say(f"#{row.id}: outcome written for the worker to record: {done.state.value}: {done.reason}")
     return done.code
-
-
-def _row_from_spec(d: dict) -> Row:
-    from .core.queue import Candidate
-    c = Candidate(id=int(d["id"]), author=str(d["author"]), state=State(d["state"]), submitted_at=d["submitted_at"],
-                  ready_at=d.get("ready_at"), files=tuple(d.get("files") or ()), reason=str(d.get("reason", "")))
-    return Row(c, d["source"], d["profile"], frozenset(), d.get("worker"), d.get("node"), d.get("receipt_id"),
-               d.get("results"), d.get("merged_commit"), int(d.get("rounds") or 0))
 
 
 def _quote(s: str) -> str:
@@ -236,7 +230,8 @@ def watch(store: QueueStore, results: Path, say: Callable[[str], None]) -> int:
             continue
         done = outcome_path(results, row.id, job)
         if done.is_file():      # written atomically before the job ended
-            say(record(store, row.id, Finished.from_dict(json.loads(done.read_text()))) + f" (batch job {job})")
+            _recorded, line = record(store, row.id, Finished.from_dict(json.loads(done.read_text())))
+            say(f"{line} (batch job {job})")
             continue
         what = "is no longer known to the scheduler" if st is None else \
             f"ended {st.state}" + (f" ({st.reason})" if st.reason and st.reason != "None" else "") + \

@@ -10,7 +10,7 @@ from console import slurm
 from console.core.queue import State
 from console.errors import InfraError, UsageError
 from console.paths import DEMO_PROFILE
-from console.queue_store import QueueStore
+from console.queue_store import QueueStore, Row
 
 
 @pytest.mark.parametrize("text, says", [
@@ -44,7 +44,7 @@ def test_the_job_script_asks_for_an_exclusive_node_with_the_profiles_limits(tmp_
                          f"{tmp_path / 'results'} --runtime docker --reps 3")
     # the job reads its candidate from the spec, never from the queue's SQLite file
     assert json.loads(spec.read_text()) == store.get(cid).to_dict()
-    assert slurm._row_from_spec(json.loads(spec.read_text())).to_dict() == store.get(cid).to_dict()
+    assert Row.from_dict(json.loads(spec.read_text())).to_dict() == store.get(cid).to_dict()
 
 
 def test_job_states_that_have_ended():
