@@ -117,8 +117,8 @@ class DepthGraded(Event):
     top1: float
     kl: float
     ref_entropy: float
-    status: str             # "pass" | "fail" | "uncheckable"
-    reasons: list[str] = field(default_factory=list)
+    status: str             # console.core.parity.STATUSES
+    reasons: list[str] = field(default_factory=list)   # why it fails, or its drift warning
     stats: dict[str, Any] | None = None   # KLStats.to_dict(): the rows' spread, reported only
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +146,35 @@ class ScoredPathChecked(Event):
     kl: float | None
     ok: bool
     error: str | None = None
+
+
+@dataclass
+class AccuracyProgress(Event):
+    """Task accuracy as it runs: items answered so far by one side, and how many right."""
+    kind: ClassVar[str] = "accuracy_progress"
+    build: str              # "reference" | "candidate"
+    done: int
+    total: int
+    correct: int
+    error: str | None = None
+
+
+@dataclass
+class AccuracyGraded(Event):
+    """The gate's grade of the task accuracy stage (console.core.gate.grade_accuracy)."""
+    kind: ClassVar[str] = "accuracy_graded"
+    grade: dict[str, Any]   # scores, delta, tolerance and its estimator, status
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AdjudicationStep(Event):
+    """Borderline KL being settled: a kernel variant measured, the completions, the ruling."""
+    kind: ClassVar[str] = "adjudication_step"
+    step: str               # "started" | "variant" | "completions" | "ruling"
+    message: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    ok: bool | None = None  # the ruling: passed or not
 
 
 # --- reps ------------------------------------------------------------------

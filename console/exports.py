@@ -55,7 +55,7 @@ PARITY_COLUMNS = (
     Column("build", "main | candidate"),
     Column("kl", "mean KL(reference ‖ build) over the depth's rows, nats", sci),
     Column("top1", "share of rows whose most likely token agrees with the reference", fraction),
-    Column("status", "pass | fail | regressed | uncheckable, graded under the receipt's rules"),
+    Column("status", "pass | drift (legal, warned) | adjudicated (borderline, settled) | fail | regressed | uncheckable, graded under the receipt's rules"),
 )
 
 LEDGER_COLUMNS = (

@@ -139,6 +139,27 @@ class ReferenceSpec:
 
 
 @dataclass(frozen=True)
+class AccuracySpec:
+    """The task accuracy stage: a task set in the repo, answered greedily through the harness."""
+    tasks: str                      # absolute path of the JSON-lines task set
+    tasks_sha256: str
+    command: tuple[str, ...]        # placeholders: {prompts} {tokens} {out} {threads} {model}
+    tokens: int                     # at most this many generated tokens per item
+    chunk: int                      # items per run (progress is shown between runs)
+
+
+@dataclass(frozen=True)
+class AdjudicationSpec:
+    """How borderline KL is settled (console.core.adjudication): the reference build's alternative
+    kernel settings, and the completions from the document."""
+    variants: tuple[tuple[str, tuple[str, ...]], ...]   # (name, extra harness arguments)
+    command: tuple[str, ...]        # completions: {doc} {positions} {tokens} {out} {threads} {model}
+    follow: tuple[str, ...]         # arguments added to force the reference's tokens: {follow}
+    completions: int                # how many, evenly placed over the parity depths
+    tokens: int                     # tokens per completion
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     path: str                       # absolute path of the profile file
@@ -160,6 +181,8 @@ class Profile:
     exclude: tuple[str, ...] = ()   # top-level paths of a source left out of its snapshot
     candidate: str = ""             # the default candidate spec (pypi:…, a patch, a directory)
     queue: QueueRules = field(default_factory=QueueRules)     # how the queue books and judges copies
+    accuracy: AccuracySpec | None = None            # [accuracy]: the task accuracy stage
+    adjudication: AdjudicationSpec | None = None    # [adjudication]: how borderline KL is settled
 
     @property
     def dir(self) -> Path:
@@ -181,7 +204,8 @@ class Profile:
 
 _SECTIONS = {
     "name", "description", "node", "source", "engine", "image", "run", "bench",
-    "parity", "reference", "gate", "health", "preflight", "harness", "model", "queue",
+    "parity", "reference", "gate", "health", "preflight", "harness", "model", "queue", "accuracy",
+    "adjudication",
 }
 
 
@@ -483,6 +507,12 @@ def load_profile(path: str | Path) -> Profile:
         top1_min=ga.num("top1_min", d.top1_min, lo=0.0, hi=1.0),
         kl_max=ga.num("kl_max", d.kl_max, lo=0.0),
         ratchet=ga.num("ratchet", d.ratchet, lo=1.0),
+        drift_floor=ga.num("drift_floor", d.drift_floor, lo=0.0),
+        borderline_kl=ga.num("borderline_kl", d.borderline_kl, lo=0.0),
+        spread_factor=ga.num("spread_factor", d.spread_factor, lo=1.0),
+        agreement_factor=ga.num("agreement_factor", d.agreement_factor, lo=1.0),
+        accuracy_alpha=ga.num("accuracy_alpha", d.accuracy_alpha, lo=1e-6, hi=0.5),
+        accuracy_fallback=ga.num("accuracy_fallback", d.accuracy_fallback, lo=0.0, hi=1.0),
         uncheckable_entropy=ga.num("uncheckable_entropy", d.uncheckable_entropy, lo=0.0, hi=1.0),
         significance=ga.num("significance", d.significance, lo=0.0),
         confidence=ga.num("confidence", d.confidence, lo=0.5, hi=0.999),
@@ -505,6 +535,9 @@ def load_profile(path: str | Path) -> Profile:
         slower=ga.get("slower", str, d.slower),
         claim_false_refusal=ga.num("claim_false_refusal", d.claim_false_refusal, lo=1e-9, hi=0.2),
     )
+    if gate.borderline_kl and gate.borderline_kl <= gate.kl_max:
+        raise ProfileError(path, "gate.borderline_kl", f"expected 0 (no band) or more than gate.kl_max "
+                           f"({gate.kl_max}): the band is the KL over the bar that is adjudicated")
     if gate.slower not in ("reject", "record"):
         raise ProfileError(path, "gate.slower", f"expected 'reject' or 'record', got {gate.slower!r}")
     if gate.min_pairs > gate.max_pairs:
@@ -519,6 +552,11 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(path, "queue.copy_review", "0 < copy_review ≤ copy_refuse ≤ 1 (shares of a diff "
                            f"contained in a merged one); got {queue.copy_review} and {queue.copy_refuse}")
     preflight = _rules(top, "preflight", PreflightRules)
+    accuracy = _accuracy(path, base, top) if "accuracy" in top.table else None
+    adjudication = _adjudication(path, top) if "adjudication" in top.table else None
+    if gate.borderline_kl and adjudication is None:
+        raise ProfileError(path, "gate.borderline_kl", "expected an [adjudication] table that says how "
+                           "borderline KL is settled (the reference's kernel variants, the completions)")
 
     return Profile(
         name=top.get("name", str, what="the profile's name"),
@@ -527,8 +565,50 @@ def load_profile(path: str | Path) -> Profile:
         source=source, protected=protected, image=image, run=run, bench=bench,
         parity=parity, reference=reference, gate=gate, health=health, preflight=preflight,
         harness=harness, model=model, exclude=exclude, candidate=eng.get("candidate", str, ""),
-        queue=queue,
+        queue=queue, accuracy=accuracy, adjudication=adjudication,
     )
+
+
+ACCURACY_PLACEHOLDERS = {"prompts", "tokens", "out"} | COMMON_PLACEHOLDERS
+COMPLETION_PLACEHOLDERS = {"doc", "positions", "tokens", "out"} | COMMON_PLACEHOLDERS
+
+
+def _accuracy(path: Path, base: Path, top: "_Reader") -> AccuracySpec:
+    from .core.accuracy import TaskSetError, parse_tasks
+    r = top.sub("accuracy", {"tasks", "tasks_sha256", "command", "tokens", "chunk"})
+    spec = AccuracySpec(tasks=_file(path, base, "accuracy.tasks", r.get("tasks", str, what="the task set's path")),
+                        tasks_sha256=r.get("tasks_sha256", str, what="the sha256 of the task set"),
+                        command=r.strs("command", nonempty=True), tokens=r.num("tokens", 8, lo=1, integer=True),
+                        chunk=r.num("chunk", 25, lo=1, integer=True))
+    _placeholders_ok(path, "accuracy.command", spec.command, ACCURACY_PLACEHOLDERS)
+    data = Path(spec.tasks).read_bytes()
+    if hashlib.sha256(data).hexdigest() != spec.tasks_sha256:
+        raise ProfileError(path, "accuracy.tasks_sha256", f"expected the sha256 of {spec.tasks}; the file has "
+                           f"{hashlib.sha256(data).hexdigest()} (the task set changed: pin it deliberately)")
+    try:
+        parse_tasks(data.decode("utf-8"))
+    except (TaskSetError, UnicodeDecodeError) as e:
+        raise ProfileError(path, "accuracy.tasks", f"expected a JSON-lines task set: {spec.tasks}: {e}") from None
+    return spec
+
+
+def _adjudication(path: Path, top: "_Reader") -> AdjudicationSpec:
+    r = top.sub("adjudication", {"variants", "command", "follow", "completions", "tokens"})
+    variants = []
+    for i, v in enumerate(r.get("variants", list, what="a list of {name, args} tables")):
+        if not isinstance(v, dict):
+            raise ProfileError(path, f"adjudication.variants[{i}]", "expected a table {name, args}")
+        vr = _Reader(path, v, f"adjudication.variants[{i}]", {"name", "args"})
+        variants.append((vr.get("name", str), vr.strs("args", nonempty=True)))
+    if not variants:
+        raise ProfileError(path, "adjudication.variants", "expected at least one kernel variant of the reference")
+    spec = AdjudicationSpec(variants=tuple(variants), command=r.strs("command", nonempty=True),
+                            follow=r.strs("follow", nonempty=True),
+                            completions=r.num("completions", 40, lo=1, integer=True),
+                            tokens=r.num("tokens", 32, lo=1, integer=True))
+    _placeholders_ok(path, "adjudication.command", spec.command, COMPLETION_PLACEHOLDERS)
+    _placeholders_ok(path, "adjudication.follow", spec.follow, {"follow"})
+    return spec
 
 
 def _rules(top: _Reader, section: str, cls: type) -> Any:

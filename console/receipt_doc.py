@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .core import parity as P
 from .core import receipt as R
+from .core import adjudication as A
 from .core import verdict as V
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "RECEIPT.md"
@@ -25,6 +26,8 @@ TYPES = [
     ("receipt.parity.<build>", R.ParitySide), ("receipt.parity.<build>.depths[]", P.DepthFigures),
     ("receipt.parity.<build>.depths[].stats", P.KLStats), ("receipt.parity.scored_path.<build>", R.PathFigures),
     ("receipt.parity.timed_path", R.TimedPath), ("receipt.parity.timed_path.candidate[]", R.TimedPathRep),
+    ("receipt.parity.adjudication", A.Adjudication), ("receipt.parity.adjudication.variants[]", A.Variant),
+    ("receipt.accuracy", R.AccuracyRecord), ("receipt.accuracy.<side>", R.AccuracySide),
     ("receipt.reps[]", R.Rep), ("verdict", V.Verdict), ("verdict.reasons[]", V.Reason),
     ("verdict.warnings[]", V.Caveat), ("verdict.speed", V.Speed),
 ]
@@ -46,7 +49,7 @@ def _json_type(t: typing.Any) -> str:
 
 
 def _keys(cls: type) -> list[tuple[str, str]]:
-    hints = typing.get_type_hints(cls, vars(P) | vars(R) | vars(V))
+    hints = typing.get_type_hints(cls, vars(P) | vars(R) | vars(V) | vars(A))
     out = [(f.name, _json_type(hints[f.name])) for f in fields(cls)]
     if cls is V.Verdict:    # speed, suppressed, guards and noise are written as one `speed` object
         out = [(k, t) for k, t in out if k not in ("suppressed", "guards", "noise")]

@@ -182,10 +182,11 @@ def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
     depths, worst, parity_ok = {}, {}, {}
     for b in ("main", "candidate"):
         side, basis = par.side(b), (par.main if b == "candidate" else None)
-        for st in gate.grade_depths(side, basis, rules):
-            depths[(b, st.depth)] = {"status": st.status, "reasons": [x.message for x in st.reasons]}
+        adj = par.adjudication if b == "candidate" else None
+        for st in gate.grade_depths(side, basis, rules, adj):
+            depths[(b, st.depth)] = {"status": st.status, "reasons": st.messages}
         worst[b] = parity.worst_depth(side.depths if side else [], rules)
-        parity_ok[b] = gate.parity_ok(side, basis, rules)
+        parity_ok[b] = gate.parity_ok(side, basis, rules, adj)
     scored = {b: gate.path_ok(sp, rules) for b, sp in par.scored_path.items()}
     return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}
 

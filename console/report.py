@@ -88,10 +88,26 @@ class LineReporter:
             tail = "".join(f"\n    | {line}" for line in e.log_tail[-15:])
             return self._c(f"build {e.build}: FAILED: {e.message}", "red") + tail
         if isinstance(e, ev.DepthGraded):
-            colour = {"pass": "green", "uncheckable": "yellow"}.get(e.status, "red")
+            colour = {"pass": "green", "uncheckable": "yellow", "drift": "yellow", "adjudicated": "yellow"}.get(e.status, "red")
             extra = f" ({'; '.join(e.reasons)})" if e.reasons else ""
             return (f"parity {e.build:9} depth {e.depth:5}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  "
                     + self._c(e.status, colour) + extra)
+        if isinstance(e, ev.AccuracyProgress):
+            if e.error:
+                return self._c(f"accuracy {e.build}: FAILED after {e.done} item(s): {e.error}", "red")
+            return f"accuracy {e.build:9}: {e.done}/{e.total} items, {e.correct} right ({e.correct / max(e.done, 1):.1%})"
+        if isinstance(e, ev.AccuracyGraded):
+            g = e.grade
+            if g.get("status") not in ("pass", "fail"):
+                return self._c("accuracy: not graded: " + "; ".join(e.reasons), "red")
+            status = self._c("pass", "green") if g["status"] == "pass" else self._c("FAIL", "red")
+            return (f"accuracy: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
+                    f"({g['delta'] * 100:+.1f} points over {g['items']} items; tolerance ±{g['tolerance'] * 100:.1f}, "
+                    f"{g['estimator']}) {status}")
+        if isinstance(e, ev.AdjudicationStep):
+            colour = None if e.ok is None else ("green" if e.ok else "red")
+            text = f"adjudication {e.step}: {e.message}"
+            return self._c(text, colour) if colour else text
         if isinstance(e, ev.ParityDone):
             if e.error:
                 return self._c(f"parity {e.build}: FAILED: {e.error}", "red")
@@ -262,20 +278,63 @@ def markdown_summary(receipt: dict, verdict: dict) -> str:
         lines.append(f"| {b} | `{(bd.get('image_id') or 'not built')[:19]}` | {bd.get('compiler') or '-'} | {med} | {s.get('n', 0)} | {spread} |")
     par = receipt.get("parity", {})
     if par.get("candidate", {}).get("depths"):
-        lines += ["", "| depth | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
-                      "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
+                      "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         main = {d["depth"]: d for d in par.get("main", {}).get("depths", [])}
+        grades = {row.get("depth"): row.get("status") for row in (verdict.get("parity") or {}).get("depths") or []}
         sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
         for d in par["candidate"]["depths"]:
             m, s = main.get(d["depth"], {}), d.get("stats") or {}   # no stats in older receipts
             kl = sci(d["kl"]) + ("" if s.get("kl_se") is None else f" ± {s['kl_se']:.1e}")
             top1 = f"{d['top1']:.3f}" + ("" if s.get("top1_se") is None else f" ± {s['top1_se']:.3f}")
             spread = " | ".join(sci(s.get(k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999", "kl_max"))
-            lines.append(f"| {d['depth']} | {sci(m.get('kl'))} | {kl} | {spread} | {top1} | {sci(s.get('rms_dp'))} |")
+            lines.append(f"| {d['depth']} | {grades.get(d['depth'], '-')} | {sci(m.get('kl'))} | {kl} | {spread} | {top1} "
+                         f"| {sci(s.get('rms_dp'))} |")
         lines += ["", f"KL(reference ‖ build) in nats over {par.get('reference', {}).get('rows', '?')} rows per depth "
                       "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square change "
                       "in the probability of the document's next token. The gate judges mean KL and top-1 only."]
+    lines += _adjudication_lines(receipt, verdict) + _accuracy_lines(verdict)
     return "\n".join(lines) + "\n"
+
+
+def _adjudication_lines(receipt: dict, verdict: dict) -> list[str]:
+    ruling = (verdict.get("parity") or {}).get("adjudication")
+    adj = (receipt.get("parity") or {}).get("adjudication") or {}
+    if not isinstance(ruling, dict):
+        return []
+    out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.get('passed') else 'rejected'}.** "
+               "The reference build rerun with its alternative kernels:", "",
+           "| kernel variant | " + " | ".join(f"KL @{d}" for d in ruling.get("depths") or {}) + " |",
+           "|---|" + "---|" * len(ruling.get("depths") or {})]
+    for v in adj.get("variants") or []:
+        cells = [("error" if v.get("error") else f"{(v.get('kl') or {}).get(d, float('nan')):.3g}")
+                 for d in ruling.get("depths") or {}]
+        out.append(f"| {v.get('name')} (`{' '.join(v.get('args') or [])}`) | " + " | ".join(cells) + " |")
+    for d, x in (ruling.get("depths") or {}).items():
+        line = "-" if x.get("line") is None else f"{x['line']:.3g}"
+        out.append(f"\nDepth {d}: candidate KL {x['kl']:.3g} against the 2x line {line}: "
+                   + ("within." if x.get("within") else "over."))
+    if ruling.get("candidate_disagree") is not None:
+        out.append(f"\nCompletions ({len(adj.get('positions') or [])} from the document, teacher-forced): the "
+                   f"candidate's argmax differs from the reference's tokens at {ruling['candidate_disagree']} of "
+                   f"{ruling.get('positions')} positions; the reference's own kernels at {ruling.get('variant_disagree')}"
+                   f" (line {ruling['agreement_line']:g}).")
+    return out
+
+
+def _accuracy_lines(verdict: dict) -> list[str]:
+    acc = (verdict.get("parity") or {}).get("accuracy")
+    if not isinstance(acc, dict) or acc.get("status") not in ("pass", "fail"):
+        return []
+    out = ["", f"**Task accuracy: {acc['status']}.** Reference {acc['reference_correct']}/{acc['items']} "
+               f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
+               f"({acc['candidate_score']:.1%}): {acc['delta'] * 100:+.1f} points against a tolerance of "
+               f"±{acc['tolerance'] * 100:.1f} ({acc['estimator']}, {acc['level']:.0%}); "
+               f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.",
+           "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
+    for kind, row in (acc.get("per_kind") or {}).items():
+        out.append(f"| {kind or '-'} | {row['items']} | {row['reference']} | {row['candidate']} |")
+    return out
 
 
 def write_reports(out_dir: Path, receipt: dict, verdict: dict) -> list[Path]:

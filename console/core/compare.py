@@ -149,7 +149,7 @@ class ParityRow:
     build: str
     kl: float | None
     top1: float | None
-    status: str                 # "pass" | "fail" | "regressed" | "uncheckable" | "not graded"
+    status: str                 # console.core.parity.STATUSES, or "not graded"
     extra: dict[str, Any]       # further per-depth figures the receipt holds (KL quantiles, Δp …)
 
 
@@ -215,8 +215,10 @@ def _parity_rows(label: str, r: Receipt) -> list[ParityRow]:
         side = r.parity.side(b)
         if side is None:
             continue
+        cand = b == "candidate"
         status = {st.depth: st.status for st in
-                  gate.grade_depths(side, r.parity.main if b == "candidate" else None, r.rules)}
+                  gate.grade_depths(side, r.parity.main if cand else None, r.rules,
+                                    r.parity.adjudication if cand else None)}
         for f in side.depths:
             extra = {k: x for k, x in f.to_dict().items() if k not in ("depth", "kl", "top1")}
             rows.append(ParityRow(label, f.depth, b, f.kl, f.top1, status.get(f.depth, "not graded"), extra))

@@ -37,7 +37,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from console.core import claims, legacy, sequential, stats
+from console.core import accuracy, adjudication, claims, legacy, sequential, stats
+from console.core.adjudication import Adjudication, Ruling
 from console.core.parity import DepthStatus, depth_status, worst_depth
 from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
@@ -51,21 +52,58 @@ from console.core.verdict import num as _num, pct as _pct, reason, warning
 
 # --- parity ------------------------------------------------------------------------
 
-def grade_depths(side: ParitySide | None, main: ParitySide | None, rules: GateRules) -> list[DepthStatus]:
-    """Every depth of one build graded: the candidate with the ratchet against main, main alone."""
+def grade_depths(side: ParitySide | None, main: ParitySide | None, rules: GateRules,
+                 adj: Adjudication | None = None) -> list[DepthStatus]:
+    """Every depth of one build graded: the candidate with the ratchet against main (and its
+    borderline depths settled by ``adj`` when the round adjudicated them), main alone."""
     if side is None:
         return []
-    return [depth_status(f, main.at(f.depth) if main is not None else None, rules) for f in side.depths]
+    graded = [depth_status(f, main.at(f.depth) if main is not None else None, rules) for f in side.depths]
+    ruling = adjudicate(side, graded, rules, adj) if main is not None else None
+    if ruling is None:
+        return graded
+    out, told = [], False
+    for f, st in zip(side.depths, graded):
+        if f.depth in ruling.depths:
+            if ruling.passed:
+                st = DepthStatus(f.depth, "adjudicated", st.drift, (), reason(
+                    "parity-adjudicated", f"depth {f.depth}: mean KL {f.kl:.3g} nats is over the bar "
+                    f"{rules.kl_max:g}, within the borderline band; {ruling.summary}", depth=f.depth,
+                    figure="kl", bar=ruling.depths[f.depth]["line"], value=f.kl))
+            else:
+                extra = [x for x in ruling.reasons if x.depth == f.depth or (x.depth is None and not told)]
+                told = told or any(x.depth is None for x in extra)
+                st = DepthStatus(f.depth, "fail", st.drift, st.reasons + tuple(extra))
+        out.append(st)
+    return out
 
 
-def parity_ok(side: ParitySide | None, main: ParitySide | None, rules: GateRules) -> bool:
+def borderline(side: ParitySide, graded: list[DepthStatus], rules: GateRules) -> dict[int, float]:
+    """depth -> mean KL of the depths that fail on KL alone, inside the borderline band."""
+    return {f.depth: f.kl for f, st in zip(side.depths, graded)
+            if st.status == "fail" and all(x.code == "parity-kl" for x in st.reasons)
+            and adjudication.is_borderline(f.kl, f.top1, rules)}
+
+
+def adjudicate(side: ParitySide, graded: list[DepthStatus], rules: GateRules,
+               adj: Adjudication | None) -> Ruling | None:
+    """The ruling on the candidate's borderline depths; None when none is borderline or the round
+    did not adjudicate (then they stay failures)."""
+    border = borderline(side, graded, rules)
+    if not border or adj is None:
+        return None
+    return adjudication.rule(adj, border, rules)
+
+
+def parity_ok(side: ParitySide | None, main: ParitySide | None, rules: GateRules,
+              adj: Adjudication | None = None) -> bool:
     """Whether one build's logits pass at every depth (uncheckable depths are not failures).
 
     Pass ``main`` to apply the ratchet (the candidate); ``None`` grades a build alone (main).
     """
     if side is None or side.error:
         return False
-    return all(st.status in ("pass", "uncheckable") for st in grade_depths(side, main, rules))
+    return all(st.passing for st in grade_depths(side, main, rules, adj))
 
 
 def path_problems(fig: PathFigures | None, rules: GateRules, where: str, basis: str = "") -> list[Reason]:
@@ -108,7 +146,7 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
                                 f"main's parity could not be graded ({main_error}); the ratchet against "
                                 "main is not applied this round, the absolute bars still are"))
 
-    graded = {st.depth: st for st in grade_depths(cand_side, main_side, rules)}
+    graded = {st.depth: st for st in grade_depths(cand_side, main_side, rules, par.adjudication)}
     table = []
     for d in par.declared_depths:
         c = cand_side.at(d) if cand_side else None
@@ -123,6 +161,17 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
         reasons.extend(st.reasons)
         table.append({"depth": d, "main": m.to_dict() if m else None, "candidate": c.to_dict(),
                       "status": st.status, "drift": st.drift})
+    drifting = [st for st in graded.values() if st.status == "drift"]
+    if drifting:
+        warnings.append(drift_warning(drifting, rules))
+    ruling = None
+    if cand_side is not None and main_side is not None and par.adjudication is not None:
+        ruling = adjudicate(cand_side, [depth_status(f, main_side.at(f.depth), rules) for f in cand_side.depths],
+                            rules, par.adjudication)
+    if ruling is not None and ruling.passed:
+        warnings.append(warning("parity-adjudicated", f"borderline KL at depth "
+                                f"{', '.join(map(str, ruling.depths))} settled against the reference's own "
+                                f"kernel spread: {ruling.summary}"))
 
     main_failing = [st.depth for st in grade_depths(main_side, None, rules) if st.status == "fail"]
     if main_failing:
@@ -146,15 +195,78 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
     worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)
-    return ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
+    out = ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
              "candidate_error": cand_error, "main_error": main_error,
              "all_uncheckable": bool(rows) and len(unchecked) == len(rows) and not cand_error},
-            reasons, warnings)
+           reasons, warnings)
+    if ruling is not None:      # the key is absent from rounds that had nothing borderline
+        out[0]["adjudication"] = ruling.to_dict()
+    return out
+
+
+def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
+    """One warning naming every depth that drifts from main while still legal, with its figures."""
+    def ratio(st: DepthStatus) -> str:
+        return "∞" if st.drift is None else f"{st.drift:,.0f}" if st.drift >= 10 else f"{st.drift:.2f}"
+    figures = "; ".join(f"depth {st.depth}: KL {st.warning.value:.3g} nats, {ratio(st)}x main's"
+                        for st in drifting if st.warning is not None and st.warning.value is not None)
+    return warning("parity-drift", f"legal drift against main at depth {', '.join(str(st.depth) for st in drifting)} "
+                                   f"({figures}): under the bar {rules.kl_max:g}, so not rejected, but more than "
+                                   f"{rules.ratchet:g}x main and over the {rules.drift_floor:g}-nat floor; "
+                                   "the ratchet rejects it once it reaches the bar")
 
 
 def parity_passes(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> bool:
-    """Whether the candidate passed every parity check: the round uses it to skip timing."""
-    return not grade_parity(receipt, rules)[1]
+    """Whether the candidate passed every parity check and its task accuracy: the round uses it
+    to skip timing."""
+    return not grade_parity(receipt, rules)[1] and not grade_accuracy(receipt, rules)[1]
+
+
+def grade_accuracy(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tuple[dict[str, Any] | None, list]:
+    """(accuracy table, reasons) of the task accuracy stage; (None, []) when the round had none.
+
+    A reason's ``build`` says whose problem it is: the candidate's score or run ("candidate"),
+    or the reference side's run (None: the yardstick failed, so the round is infra)."""
+    acc = as_receipt(receipt).accuracy
+    if acc is None:
+        return None, []
+    n = len(acc.answers)
+    table: dict[str, Any] = {"items": n, "tasks_sha256": acc.tasks_sha256, "tokens": acc.tokens,
+                             "reference_build": acc.reference.build if acc.reference else None}
+
+    def outcomes(side: Any, who: str) -> tuple[list[bool] | None, Reason | None]:
+        why = ("did not run" if side is None else side.error
+               or (None if side.outputs is not None and len(side.outputs) == n
+                   else f"{len(side.outputs or [])} answers for {n} items"))
+        if why:
+            return None, reason("accuracy-error", f"task accuracy: the {who} side could not be scored: {why}",
+                                build="candidate" if who == "candidate" else None)
+        return [accuracy.is_correct(o, a) for o, a in zip(side.outputs, acc.answers)], None
+
+    ref_ok, ref_err = outcomes(acc.reference, "reference")
+    cand_ok, cand_err = outcomes(acc.candidate, "candidate")
+    errors = [e for e in (ref_err, cand_err) if e is not None]
+    if ref_ok is None or cand_ok is None:
+        table["status"] = "error"
+        return table, errors
+    g = accuracy.grade(ref_ok, cand_ok, rules)
+    kinds: dict[str, list[int]] = {}
+    for kind, r_ok, c_ok in zip(acc.kinds or [""] * n, ref_ok, cand_ok):
+        row = kinds.setdefault(kind, [0, 0, 0])
+        row[0] += 1
+        row[1] += int(r_ok)
+        row[2] += int(c_ok)
+    table.update(g.to_dict(), status="pass" if g.passed else "fail",
+                 per_kind={k: {"items": v[0], "reference": v[1], "candidate": v[2]} for k, v in kinds.items()},
+                 reference_ok=ref_ok, candidate_ok=cand_ok)
+    if g.passed:
+        return table, []
+    return table, [reason("accuracy-score",
+                          f"task accuracy {g.candidate_score:.1%} against the reference's {g.reference_score:.1%} "
+                          f"({g.delta * 100:+.1f} points over {n} items) is outside the tolerance "
+                          f"±{g.tolerance * 100:.1f} points ({g.estimator}, {g.level:.0%}); "
+                          f"{g.only_reference} item(s) only the reference answered, {g.only_candidate} only the "
+                          "candidate", figure="accuracy", bar=g.tolerance, value=g.delta)]
 
 
 def _grade_scored_path(par: ParityRecord, rules: GateRules, reasons: list, warnings: list) -> dict[str, Any]:
@@ -430,6 +542,9 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
         return Verdict("rejected", reasons=[_apparatus_touched(r)], warnings=said,
                        suppressed="the candidate touched the apparatus")
     parity, parity_reasons, warnings = grade_parity(r, rules)
+    accuracy_table, accuracy_reasons = grade_accuracy(r, rules)
+    if accuracy_table is not None:
+        parity["accuracy"] = accuracy_table
     warnings = said + warnings
 
     def verdict(outcome: str, reasons: list, speed: Speed | None = None, **kw: Any) -> Verdict:
@@ -437,6 +552,10 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
 
     if r.status == "infra":
         return verdict("infra", [_node_fault(r)], suppressed="infra")
+    if any(x.build is None for x in accuracy_reasons):
+        return verdict("infra", [x for x in accuracy_reasons if x.build is None],
+                       suppressed="the reference side of task accuracy failed")
+    parity_reasons = parity_reasons + accuracy_reasons
     if parity_reasons:
         # Every reason is listed: what the candidate's timed reps claimed, where they ran, too.
         refused = counted(r, rules).problems["candidate"]

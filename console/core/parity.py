@@ -131,13 +131,30 @@ class RowGrade:
 class DepthStatus:
     """One depth graded against the rules (and against main, for the ratchet)."""
     depth: int
-    status: str                          # "pass" | "fail" | "regressed" | "uncheckable"
+    status: str                          # one of STATUSES
     drift: float | None                  # cand kl / main kl; None when main is unknown or 0 < cand
-    reasons: tuple[Reason, ...] = field(default_factory=tuple)
+    reasons: tuple[Reason, ...] = field(default_factory=tuple)   # why it fails (fail, regressed)
+    warning: Reason | None = None        # "drift": legal, but moving away from main (never a rejection)
 
     @property
     def checkable(self) -> bool:
         return self.status != "uncheckable"
+
+    @property
+    def passing(self) -> bool:
+        return self.status in PASSING
+
+    @property
+    def messages(self) -> list[str]:
+        """What a reader is told about this depth: its failures, or its drift warning."""
+        return [r.message for r in self.reasons] + ([self.warning.message] if self.warning else [])
+
+
+# Every grade a depth can get. "drift" passes: it is under every bar, but it moved from main
+# by more than the ratchet and more than the drift floor, so it is shown as a warning.
+# "adjudicated" passes: its KL was borderline and console.core.adjudication settled it.
+STATUSES = ("pass", "drift", "adjudicated", "uncheckable", "fail", "regressed")
+PASSING = ("pass", "drift", "adjudicated", "uncheckable")
 
 
 # --- log-softmax -------------------------------------------------------------
@@ -417,7 +434,19 @@ def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules
                                f"depth {d}: mean KL {_fmt(cand.kl)} nats is at the bar {_fmt(rules.kl_max)} "
                                f"and {ratio}x main's {_fmt(main.kl)} (ratchet {rules.ratchet:g}x)"))
         return DepthStatus(d, "regressed", drift, tuple(reasons))
+    if main is not None and is_drifting(cand.kl, main.kl, rules):
+        ratio = "∞x" if drift is None else f"{drift:,.0f}x" if drift >= 10 else f"{drift:.2f}x"
+        return DepthStatus(d, "drift", drift, (), _reason(
+            "parity-drift", d, "kl", cand.kl, rules.drift_floor,
+            f"depth {d}: drifting from main: mean KL {_fmt(cand.kl)} nats is {ratio} main's {_fmt(main.kl)} "
+            f"(under the bar {_fmt(rules.kl_max)}, so legal; reported from {_fmt(rules.drift_floor)} nats)"))
     return DepthStatus(d, "pass", drift, ())
+
+
+def is_drifting(cand_kl: float, main_kl: float, rules: GateRules) -> bool:
+    """Legal drift worth a warning: at least the drift floor in absolute terms (a ratio of two
+    tiny KLs is rounding, not drift) and at least the ratchet's multiple of main's KL."""
+    return cand_kl >= rules.drift_floor and cand_kl >= rules.ratchet * main_kl
 
 
 def worst_depth(figures: Sequence[DepthFigures], rules: GateRules) -> int | None:

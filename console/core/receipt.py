@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
+from console.core.adjudication import Adjudication
 from console.core.parity import DepthFigures
 from console.core.rules import GateRules, rules_from_dict
 
@@ -259,6 +260,7 @@ class ParityRecord:
     candidate: ParitySide | None = None
     scored_path: dict[str, PathFigures | None] = field(default_factory=dict)
     timed_path: TimedPath | None = None  # absent before the timed reps ran
+    adjudication: Adjudication | None = None   # borderline depths only (console.core.adjudication)
 
     def side(self, build: str) -> ParitySide | None:
         return self.main if build == "main" else self.candidate
@@ -277,6 +279,8 @@ class ParityRecord:
         out["scored_path"] = {b: (f.to_dict() if f else None) for b, f in self.scored_path.items()}
         if self.timed_path is not None:
             out["timed_path"] = self.timed_path.to_dict()
+        if self.adjudication is not None:
+            out["adjudication"] = self.adjudication.to_dict()
         return out
 
     @classmethod
@@ -285,7 +289,55 @@ class ParityRecord:
         return cls(reference=dict(d.get("reference") or {}), main=ParitySide.from_dict(d.get("main")),
                    candidate=ParitySide.from_dict(d.get("candidate")),
                    scored_path={b: PathFigures.from_dict(f) for b, f in (d.get("scored_path") or {}).items()},
-                   timed_path=TimedPath.from_dict(d.get("timed_path")))
+                   timed_path=TimedPath.from_dict(d.get("timed_path")),
+                   adjudication=Adjudication.from_dict(d["adjudication"]) if d.get("adjudication") else None)
+
+
+@dataclass
+class AccuracySide:
+    """One build's answers to the task set, as it generated them (scored by the gate)."""
+    build: str = ""                     # the image that answered: "main" stands in for the reference
+    outputs: list[str] | None = None    # the continuation per item, in task order
+    error: str | None = None
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "AccuracySide | None":
+        if not d:
+            return None
+        return cls(build=str(d.get("build") or ""), outputs=[str(x) for x in d["outputs"]] if d.get("outputs")
+                   is not None else None, error=d.get("error"), wall_s=float(d.get("wall_s") or 0.0))
+
+
+@dataclass
+class AccuracyRecord:
+    """The task accuracy stage: the items (ids and answers, so the score is re-derivable from
+    the receipt alone), the generation settings, and each side's outputs."""
+    tasks_sha256: str = ""
+    ids: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    tokens: int = 0                     # at most this many generated tokens per item (greedy)
+    reference: AccuracySide | None = None
+    candidate: AccuracySide | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["reference"] = self.reference.to_dict() if self.reference else None
+        d["candidate"] = self.candidate.to_dict() if self.candidate else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "AccuracyRecord | None":
+        if not d:
+            return None
+        return cls(tasks_sha256=str(d.get("tasks_sha256") or ""), ids=[str(x) for x in d.get("ids") or []],
+                   answers=[str(x) for x in d.get("answers") or []], kinds=[str(x) for x in d.get("kinds") or []],
+                   tokens=int(d.get("tokens") or 0), reference=AccuracySide.from_dict(d.get("reference")),
+                   candidate=AccuracySide.from_dict(d.get("candidate")))
 
 
 # --- pins, profile, apparatus ---------------------------------------------------------------
@@ -417,6 +469,7 @@ class Receipt:
     builds: dict[str, Build] = field(default_factory=dict)
     lock: Pins = field(default_factory=Pins)
     parity: ParityRecord = field(default_factory=ParityRecord)
+    accuracy: AccuracyRecord | None = None  # profiles with [accuracy]: the task accuracy stage
     reps: list[Rep] = field(default_factory=list)
     summary: dict[str, Any] | None = None   # per-build figures of the reps that count (gate.summarize)
     verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
@@ -467,6 +520,7 @@ class Receipt:
                        apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
                        builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
                        lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
+                       accuracy=AccuracyRecord.from_dict(d.get("accuracy")),
                        reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
                        verdict=d.get("verdict"), noise=d.get("noise"),
                        sequential=Sequential.from_dict(d.get("sequential")), seal=d.get("seal"))
@@ -478,8 +532,8 @@ class Receipt:
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,
 # or belong to one kind of round only).
-_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "summary", "verdict", "noise", "sequential",
-                  "seal")
+_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "accuracy", "summary", "verdict", "noise",
+                  "sequential", "seal")
 
 
 def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:

@@ -32,6 +32,14 @@ class GateRules:
     top1_min: float = 0.95
     kl_max: float = 0.05
     ratchet: float = 2.0
+    drift_floor: float = 0.01           # nats: legal drift against main is reported from this KL up
+    # Borderline KL (console.core.adjudication): over kl_max, up to this, is adjudicated; 0 = never.
+    borderline_kl: float = 0.0
+    spread_factor: float = 2.0          # candidate KL at most this x the reference's own kernel spread
+    agreement_factor: float = 2.0       # completion disagreements at most this x the reference's kernels'
+    # Task accuracy (console.core.accuracy)
+    accuracy_alpha: float = 0.05        # two-sided: the paired interval's level is 1 - alpha
+    accuracy_fallback: float = 0.05     # share (5.0 points) when items cannot be paired
     uncheckable_entropy: float = 0.98   # share of log(V) above which a depth is uncheckable
     significance: float = 0.02
     confidence: float = 0.95

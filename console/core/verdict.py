@@ -17,7 +17,7 @@ OUTCOMES = tuple(EXIT_CODES)
 BANDS = ("xs", "s", "m", "l", "xl")
 
 # The gate stage each reason code comes from (the reports group reasons by it).
-_STAGE_PREFIXES = (("parity", ("parity-", "scored-path-", "timed-path-")),
+_STAGE_PREFIXES = (("parity", ("parity-", "scored-path-", "timed-path-", "accuracy-")),
                    ("claims", ("claim-", "refused", "failed-run", "rep-status")),
                    ("guards", ("guard-",)))
 

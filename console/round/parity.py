@@ -13,6 +13,7 @@ import numpy as np
 from .. import events as ev
 from .. import protocol
 from ..core import gate, parity
+from ..core.adjudication import Adjudication
 from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
 from .plan import DOC_NAME, Item, logits_argv, sha256_file
@@ -63,14 +64,16 @@ def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[],
     return ParitySide(logits_sha256=sha256_file(out_dir / p.parity.output), depths=list(figs), wall_s=wall)
 
 
-def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: Emit) -> None:
-    """Show each depth as the gate grades it (the candidate with the ratchet against main)."""
+def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: Emit,
+                adj: Adjudication | None = None) -> None:
+    """Show each depth as the gate grades it (the candidate with the ratchet against main, and
+    its borderline depths as ``adj`` settles them)."""
     rules = b.profile.gate
-    for f, st in zip(side.depths, gate.grade_depths(side, main, rules)):
+    for f, st in zip(side.depths, gate.grade_depths(side, main, rules, adj)):
         emit(ev.DepthGraded(build=build, depth=f.depth, top1=f.top1, kl=f.kl, ref_entropy=f.ref_entropy,
-                            status=st.status, reasons=[r.message for r in st.reasons],
+                            status=st.status, reasons=st.messages,
                             stats=f.stats.to_dict() if f.stats else None))
-    emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules),
+    emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules, adj),
                        worst_depth=parity.worst_depth(side.depths, rules),
                        error=side.error))
 

@@ -21,13 +21,15 @@ from .. import events as ev
 from .. import journal, lockfile, sources, store
 from ..adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health, reruns, sequential
-from ..core.receipt import Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
+from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
 from ..core.verdict import json_safe
 from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
 from ..runtime.base import BuildResult
 from ..store import utc_now
+from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
+from .adjudicate import settle
 from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness, warm_read
 from .plan import (DOC_NAME, Item, RoundConfig, check_pins, new_round_id, pair_budget, plan_record, schedule_head,
@@ -280,6 +282,45 @@ class Round:
             par.candidate = par.main
             if "main" in par.scored_path:      # absent when the bench writes no logits
                 par.scored_path["candidate"] = par.scored_path["main"]
+            return
+        self._adjudicate(b, par, ref)
+        if self.p.accuracy is not None:
+            self._accuracy(b, receipt)
+
+    def _adjudicate(self, b: Bench, par, ref) -> None:
+        """Borderline depths (over the bar, inside the band) are settled before anything else."""
+        if self.p.adjudication is None or par.candidate is None or par.main is None or par.candidate.error:
+            return
+        rules = self.p.gate
+        graded = gate.grade_depths(par.candidate, par.main, rules)
+        border = gate.borderline(par.candidate, graded, rules)
+        if not border:
+            return
+        par.adjudication = settle(b, border, ref, bool((self._ref_meta or {}).get("same_as_main")),
+                                  self._emit, self._check_abort)
+        ruling = gate.adjudicate(par.candidate, graded, rules, par.adjudication)
+        if ruling is not None:
+            self._emit(ev.AdjudicationStep(step="ruling", message=ruling.summary, figures=ruling.to_dict(),
+                                           ok=ruling.passed))
+        # the depths as the gate now grades them
+        checks.emit_grades(par.candidate, "candidate", par.main, b, self._emit, par.adjudication)
+
+    def _accuracy(self, b: Bench, receipt: Receipt) -> None:
+        """Task accuracy, before speed: the reference's build (main's image when the reference is
+        main's own source) and the candidate answer the task set; the gate scores both."""
+        self._emit(ev.PhaseStarted(phase="accuracy"))
+        record, tasks = accuracy_stage.new_record(b)
+        receipt.accuracy = record
+        if not (self._ref_meta or {}).get("same_as_main"):
+            record.reference = AccuracySide(build="", error="the reference was not captured from main's source: "
+                                            "there is no reference build in the round to answer the task set")
+        else:
+            record.reference = accuracy_stage.answer(b, "reference", "main", tasks, self._emit, self._check_abort)
+        record.candidate = accuracy_stage.answer(b, "candidate", "candidate", tasks, self._emit, self._check_abort)
+        table, reasons = gate.grade_accuracy(receipt, self.p.gate)
+        self._emit(ev.AccuracyGraded(grade={k: v for k, v in (table or {}).items()
+                                            if k not in ("reference_ok", "candidate_ok")},
+                                     reasons=[r.message for r in reasons]))
 
     def _speed(self, b: Bench, receipt: Receipt) -> None:
         p, cfg = self.p, self.cfg

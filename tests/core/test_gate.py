@@ -84,6 +84,16 @@ def test_ratchet_regression_rejects():
     assert [row["drift"] for row in v.parity["depths"] if row["depth"] == 512] == [2.5]
 
 
+def test_legal_drift_is_a_warning_with_depths_and_figures_not_a_rejection():
+    r = make_receipt(cand_parity=depth_figures(kl=1e-6, at={1024: {"kl": 0.028}, 2048: {"kl": 0.03}}),
+                     main_parity=depth_figures(kl=1e-6))
+    v = decide(r, RULES)
+    assert v.outcome == "accepted"
+    [w] = [w for w in v.warnings if w.code == "parity-drift"]
+    assert "depth 1024, 2048" in w.message and "KL 0.028 nats, 28,000x main's" in w.message
+    assert {row["depth"]: row["status"] for row in v.parity["depths"]}[2048] == "drift"
+
+
 def test_candidate_parity_error_rejects():
     v = decide(make_receipt(cand_error="logits file has shape [7, 2048], expected [7, 4, 2048]"), RULES)
     assert v.outcome == "rejected" and codes(v) == ["parity-error"]
@@ -568,3 +578,79 @@ def test_a_real_guard_drop_on_a_quiet_node_is_still_rejected():
     r["lock"]["guards"]["decode_ctx128"] = 0.0
     v = decide(r, RULES)
     assert v.outcome == "rejected" and codes(v) == ["guard-breach"] and "paired with main" in v.reasons[0].message
+
+
+# --- task accuracy and borderline KL --------------------------------------------------
+
+def _with_accuracy(r, ref_outputs, cand_outputs, answers):
+    r["accuracy"] = {"tasks_sha256": "x", "ids": [f"i{k}" for k in range(len(answers))], "answers": answers,
+                     "kinds": ["add"] * len(answers), "tokens": 8,
+                     "reference": {"build": "main", "outputs": ref_outputs, "error": None, "wall_s": 1.0},
+                     "candidate": {"build": "candidate", "outputs": cand_outputs, "error": None, "wall_s": 1.0}}
+    return r
+
+
+def test_accuracy_within_tolerance_passes_and_is_in_the_parity_table():
+    answers = [str(k) for k in range(40)]
+    r = _with_accuracy(make_receipt(), [f" {a}\n" for a in answers], [f" {a}\n" for a in answers[:39]] + [" 0\n"],
+                       answers)
+    v = decide(r, RULES)
+    assert v.outcome == "accepted", v.reasons
+    acc = v.parity["accuracy"]
+    assert acc["status"] == "pass" and acc["candidate_correct"] == 39 and acc["reference_correct"] == 40
+    assert acc["estimator"] == "paired t interval over items"
+
+
+def test_a_systematic_accuracy_loss_rejects_with_its_figures():
+    answers = [str(k) for k in range(40)]
+    r = _with_accuracy(make_receipt(), [f" {a}" for a in answers], [" 7"] * 40, answers)
+    v = decide(r, RULES)
+    assert v.outcome == "rejected" and codes(v) == ["accuracy-score"]
+    assert "task accuracy 2.5% against the reference's 100.0% (-97.5 points over 40 items)" in v.reasons[0].message
+    assert v.speed is None
+
+
+def test_the_reference_side_failing_is_infra_not_the_candidates_fault():
+    answers = ["1", "2"]
+    r = _with_accuracy(make_receipt(), None, [" 1", " 2"], answers)
+    r["accuracy"]["reference"]["error"] = "exit status 3"
+    v = decide(r, RULES)
+    assert v.outcome == "infra" and codes(v) == ["accuracy-error"]
+
+
+def _borderline(adjudication):
+    r = make_receipt(cand_parity=depth_figures(kl=1e-3, at={2048: {"kl": 0.0586}}), main_parity=depth_figures(kl=0.0))
+    if adjudication is not None:
+        r["parity"]["adjudication"] = adjudication
+    return r
+
+
+BAND = default_rules(borderline_kl=0.10)
+
+
+def _adjudication(cand_tokens):
+    ref = [[1, 2, 3, 4]] * 10
+    return {"depths": [2048], "positions": list(range(10)), "tokens": 4, "reference": ref, "candidate": cand_tokens,
+            "variants": [{"name": "flash-attn", "args": ["--flash-attn", "1"], "kl": {"2048": 0.0412},
+                          "followed": [[1, 2, 3, 9]] * 4 + ref[4:], "error": None}], "error": None}
+
+
+def test_borderline_kl_without_adjudication_stays_a_failure():
+    v = decide(_borderline(None), BAND)
+    assert v.outcome == "rejected" and codes(v) == ["parity-kl"]
+
+
+def test_borderline_kl_adjudicated_passes_with_the_evidence():
+    v = decide(_borderline(_adjudication([[1, 2, 3, 4]] * 10)), BAND)
+    assert v.outcome == "accepted", v.reasons
+    assert {row["depth"]: row["status"] for row in v.parity["depths"]}[2048] == "adjudicated"
+    ruling = v.parity["adjudication"]
+    assert ruling["passed"] and ruling["depths"]["2048"]["line"] == pytest.approx(0.0824)
+    [w] = [w for w in v.warnings if w.code == "parity-adjudicated"]
+    assert "pass (adjudicated)" in w.message and "0 of 40 positions" in w.message
+
+
+def test_borderline_kl_that_disagrees_is_rejected_by_the_adjudication():
+    v = decide(_borderline(_adjudication([[0, 0, 0, 0]] * 10)), BAND)
+    assert v.outcome == "rejected" and codes(v) == ["parity-kl", "parity-adjudication"]
+    assert "40 of 40 positions" in v.reasons[1].message

@@ -229,10 +229,33 @@ def test_ratchet_fires_only_at_the_bar():
     assert depth_status(fig(kl=0.004), fig(kl=0.001), RULES).drift == 4.0
 
 
-@settings(max_examples=200)
+@settings(max_examples=300)
 @given(cand=st.floats(0, RULES.kl_max, exclude_max=True), main=st.floats(0, 1))
-def test_ratchet_below_the_floor_never_flags(cand, main):
-    assert depth_status(fig(kl=cand), fig(kl=main), RULES).status == "pass"
+def test_below_the_bar_never_rejects_and_warns_exactly_on_drift(cand, main):
+    got = depth_status(fig(kl=cand), fig(kl=main), RULES)
+    assert got.passing and not got.reasons
+    drifting = cand >= RULES.drift_floor and cand >= RULES.ratchet * main
+    assert got.status == ("drift" if drifting else "pass")
+    assert (got.warning is not None) == drifting
+
+
+def test_drift_warning_names_the_depth_and_figures():
+    # the demo's deep-drift candidate: exact to 512, then KL 0.028 against main's 1.1e-6
+    got = depth_status(fig(1024, kl=0.028), fig(1024, kl=1.1e-6), RULES)
+    assert got.status == "drift" and got.passing
+    assert got.warning.code == "parity-drift" and got.warning.depth == 1024
+    assert "25,455x main's 1.1e-06" in got.warning.message and "legal" in got.warning.message
+    assert got.messages == [got.warning.message]
+
+
+def test_tiny_ratios_do_not_cry_wolf():
+    # 1000x of a rounding-level KL is still rounding: under the floor, plain pass
+    assert depth_status(fig(kl=1e-4), fig(kl=1e-7), RULES).status == "pass"
+    # no main to compare with: no drift either
+    assert depth_status(fig(kl=0.04), None, RULES).status == "pass"
+    # main exactly 0 and the candidate over the floor: infinitely many times main
+    inf = depth_status(fig(kl=0.02), fig(kl=0.0), RULES)
+    assert inf.status == "drift" and inf.drift is None and "∞x" in inf.warning.message
 
 
 def test_drift_ratio():

@@ -109,7 +109,53 @@ def test_a_change_that_skips_work_is_rejected_before_any_timed_rep(llama, tmp_pa
     assert v["outcome"] == "rejected", v
     failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
     assert failing == set(llama.parity.depths), v["reasons"]
+    # rejected by task accuracy as well: both scores and the tolerance are in the receipt
+    assert "accuracy-score" in codes(v), v["reasons"]
+    acc = v["parity"]["accuracy"]
+    assert acc["items"] == 158 and acc["reference_correct"] == 103 and acc["candidate_score"] < 0.3, acc
+    assert acc["estimator"] == "paired t interval over items" and acc["status"] == "fail"
+    assert len(rnd.receipt["accuracy"]["candidate"]["outputs"]) == 158
+    progress = [e for e in events if isinstance(e, ev.AccuracyProgress)]
+    assert [e.done for e in progress if e.build == "candidate"] == [40, 80, 120, 158]
     assert not [e for e in events if isinstance(e, ev.RepStarted) and e.phase == "timed"]
+
+
+def test_a_lower_precision_kv_cache_in_the_band_is_adjudicated_as_passing(llama, tmp_path):
+    # K cache in q8_0: KL 0.059 at depth 768, over the bar, within 2x flash attention's 0.041
+    rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "kv-cache-q8.patch")), tmp_path, reps=4)
+    v = verdict_of(events)
+    assert not any(c.startswith(("parity", "accuracy")) for c in codes(v)), v["reasons"]
+    status = {row["depth"]: row["status"] for row in v["parity"]["depths"]}
+    assert status[768] == "adjudicated", status
+    ruling = v["parity"]["adjudication"]
+    assert ruling["passed"] and list(ruling["depths"]) == ["768"]
+    assert ruling["depths"]["768"]["kl"] <= ruling["depths"]["768"]["line"]
+    assert ruling["candidate_disagree"] <= ruling["agreement_line"]
+    adj = rnd.receipt["parity"]["adjudication"]
+    assert [x["name"] for x in adj["variants"]] == ["flash-attn", "batch-64", "threads-2"]
+    assert len(adj["positions"]) == 40 and len(adj["reference"]) == 40
+    assert "parity-adjudicated" in {w["code"] for w in v["warnings"]}
+    assert v["parity"]["accuracy"]["status"] == "pass"
+    steps = [e.step for e in events if isinstance(e, ev.AdjudicationStep)]
+    assert steps == ["started", "variant", "variant", "variant", "completions", "ruling"], steps
+    # batch 64 and two threads are bit-identical to the reference: their completions are not rerun
+    assert [x["followed"] is None for x in adj["variants"]] == [False, True, True]
+    # console verdict re-derives it from the sealed receipt alone
+    from console.core import gate
+    from console.core.receipt import Receipt
+    r = Receipt.from_dict(rnd.receipt)
+    assert gate.decide(r, r.rules).to_dict()["parity"]["adjudication"] == ruling
+
+
+def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, tmp_path):
+    rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "rope-swa-base.patch")), tmp_path)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected", v
+    assert "parity-adjudication" in codes(v), v["reasons"]
+    ruling = v["parity"]["adjudication"]
+    assert not ruling["passed"]
+    assert any(not d["within"] for d in ruling["depths"].values()), ruling
+    assert not timed_reps(rnd.receipt, "candidate")
 
 
 def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path):

@@ -46,7 +46,8 @@ class DashboardScreen(Screen[None]):
             ev.ScoredPathChecked: self._scored_path, ev.RepStarted: self._rep_started,
             ev.RepDone: self._rep_done, ev.VerdictReady: self._verdict,
             ev.PlanReady: self._plan_ready, ev.DecisionStep: self._decision_step,
-            ev.RoundEnded: self._round_ended,
+            ev.RoundEnded: self._round_ended, ev.AccuracyProgress: self._accuracy_progress,
+            ev.AccuracyGraded: self._accuracy_graded, ev.AdjudicationStep: self._adjudication,
         }
 
     def compose(self) -> ComposeResult:
@@ -173,6 +174,26 @@ class DashboardScreen(Screen[None]):
     def _depth_graded(self, e: ev.DepthGraded) -> None:
         self.parity.graded(e.build, e.depth, e.top1, e.kl, e.status, list(e.reasons or []),
                            stats=getattr(e, "stats", None) or None)
+
+    def _accuracy_progress(self, e: ev.AccuracyProgress) -> None:
+        if e.error:
+            self.note("error", "accuracy", f"{e.build}: failed after {e.done} item(s): {e.error}", e.at)
+        else:
+            self.note("info", "accuracy", f"{e.build}: {e.done}/{e.total} items, {e.correct} right "
+                      f"({e.correct / max(e.done, 1):.1%})", e.at)
+
+    def _accuracy_graded(self, e: ev.AccuracyGraded) -> None:
+        g = e.grade
+        if g.get("status") not in ("pass", "fail"):
+            self.note("error", "accuracy", "not graded: " + "; ".join(e.reasons), e.at)
+            return
+        self.note("info" if g["status"] == "pass" else "error", "accuracy",
+                  f"{g['status']}: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
+                  f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})", e.at)
+
+    def _adjudication(self, e: ev.AdjudicationStep) -> None:
+        level = "warn" if e.ok is None else ("info" if e.ok else "error")
+        self.note(level, "adjudication", f"{e.step}: {e.message}", e.at)
 
     def _parity_done(self, e: ev.ParityDone) -> None:
         self.parity.done(e.build, e.ok, e.worst_depth, e.error)

@@ -16,8 +16,10 @@ from textual.widgets import Static
 from .linetable import Column, LineTable
 
 # The grades console.core.parity.depth_status gives ("recorded": a replay not re-graded).
-_STATUS_STYLE = {"pass": "green", "fail": "bold red", "regressed": "bold red", "uncheckable": "yellow"}
-_STATUS_SHORT = {"uncheckable": "unchk", "regressed": "regr", "recorded": "rec"}
+_STATUS_STYLE = {"pass": "green", "drift": "yellow", "adjudicated": "yellow", "fail": "bold red",
+                 "regressed": "bold red", "uncheckable": "yellow"}
+_STATUS_SHORT = {"uncheckable": "unchk", "regressed": "regr", "recorded": "rec", "adjudicated": "adj"}
+_WARNED = ("uncheckable", "drift", "adjudicated")     # passing grades that come with a note
 _BUILD_COLS = {"main": ("m_top1", "m_kl"), "candidate": ("c_top1", "c_kl")}
 
 
@@ -229,9 +231,9 @@ class ParityPanel(Vertical):
             by_reason: dict[str, list[str]] = {}
             style = ""
             for build in ("main", "candidate"):
-                if row.get(build) in ("fail", "regressed", "uncheckable"):
-                    # a failing grade colours the line over an uncheckable one
-                    if row[build] != "uncheckable" or not style:
+                if row.get(build) in ("fail", "regressed") + _WARNED:
+                    # a failing grade colours the line over a warning one
+                    if row[build] not in _WARNED or not style:
                         style = _STATUS_STYLE[row[build]]
                     for reason in row.get(f"{build}_reasons") or [row[build]]:
                         by_reason.setdefault(reason, []).append(build[0])

@@ -7,7 +7,20 @@
 //                    --fill prefill|decode --threads K --out DIR
 //   harness logits   --model M --doc D --depths 8,64,... --rows R --threads K --out DIR
 //   harness tokenize --model M --text FILE --out DIR
+//   harness generate --model M --prompts FILE --tokens N --threads K --out DIR [--stop newline]
+//   harness generate --model M --doc D --at 64,128,... --tokens N --threads K --out DIR [--follow F]
 //   (any command) --gpu-layers N: offload N layers (builds with a GPU backend)
+//   (any command) --flash-attn 0|1, --batch N: kernel settings that should not change the
+//                 result (the reference's kernel-to-kernel spread is measured across them);
+//                 without them the engine's own defaults apply
+//
+// generate is greedy (argmax, temperature 0): each prompt starts from an empty context and
+// continues for N tokens or to an end-of-generation token (or a newline with --stop
+// newline). --prompts: one prompt per line, with \n, \t and \\ escapes. --doc/--at:
+// the prompt is the document's first p tokens. It writes generated.txt: per prompt, one
+// line of the generated token ids, a tab, and their text with the same escapes. --follow F
+// (a generated.txt of the same --at): each continuation is forced to F's tokens, and the
+// line holds this engine's own argmax at each of those positions instead.
 //
 // Exit status: 0 success, 2 bad input (named on stderr), 3 the engine failed.
 #include "llama.h"
@@ -55,6 +68,17 @@ long need_int(const std::map<std::string, std::string> & a, const char * k, long
 }
 
 int g_gpu_layers = 0;   // --gpu-layers N (GPU builds): layers offloaded
+int g_flash_attn = -1;  // --flash-attn 0|1; -1: the engine's default
+int g_batch = 512;      // --batch N: logical and physical batch size
+
+// llama.cpp replaced the flash-attention switch (bool flash_attn -> enum flash_attn_type,
+// DISABLED 0 / ENABLED 1): set whichever field this engine's header declares.
+template <typename P> auto set_flash_attn(P & p, int on, int) -> decltype(p.flash_attn_type, void()) {
+    p.flash_attn_type = (decltype(p.flash_attn_type)) on;
+}
+template <typename P> auto set_flash_attn(P & p, int on, long) -> decltype(p.flash_attn, void()) {
+    p.flash_attn = on != 0;
+}
 
 void quiet_log(ggml_log_level level, const char * text, void *) {
     // llama.cpp is chatty on load; keep warnings and errors only
@@ -66,9 +90,10 @@ struct Engine {
     llama_context * ctx = nullptr;
     const llama_vocab * vocab = nullptr;
     int n_vocab = 0;
-    int n_batch = 512;
+    int n_batch = g_batch;
+    int threads = 1;
 
-    Engine(const std::string & path, int n_ctx, int threads, bool with_ctx) {
+    Engine(const std::string & path, int n_ctx, int threads_, bool with_ctx) : threads(threads_) {
         llama_log_set(quiet_log, nullptr);
         llama_backend_init();
         llama_model_params mp = llama_model_default_params();
@@ -77,7 +102,11 @@ struct Engine {
         if (!model) die(3, "cannot load the model " + path);
         vocab = llama_model_get_vocab(model);
         n_vocab = llama_vocab_n_tokens(vocab);
-        if (!with_ctx) return;
+        if (with_ctx) new_context(n_ctx);
+    }
+    // A fresh, empty context (the previous one is freed): no state carries across prompts.
+    void new_context(int n_ctx) {
+        if (ctx) llama_free(ctx);
         llama_context_params cp = llama_context_default_params();
         cp.n_ctx = n_ctx;
         cp.n_batch = n_batch;
@@ -85,6 +114,8 @@ struct Engine {
         cp.n_threads = threads;
         cp.n_threads_batch = threads;
         cp.no_perf = true;
+        cp.swa_full = true;   // every position kept, so the context can be cut back (generate --at)
+        if (g_flash_attn >= 0) set_flash_attn(cp, g_flash_attn, 0);
         ctx = llama_init_from_model(model, cp);
         if (!ctx) die(3, "cannot create a context of " + std::to_string(n_ctx) + " positions");
     }
@@ -244,15 +275,144 @@ int cmd_tokenize(const std::map<std::string, std::string> & a) {
     return o ? 0 : 3;
 }
 
+std::string unescape(const std::string & s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 == s.size()) { out += s[i]; continue; }
+        char c = s[++i];
+        out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+    }
+    return out;
+}
+
+std::string escape(const std::string & s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\\') out += "\\\\";
+        else out += c;
+    }
+    return out;
+}
+
+std::string piece(const llama_vocab * vocab, llama_token t) {
+    char buf[256];
+    int n = llama_token_to_piece(vocab, t, buf, sizeof buf, 0, false);
+    if (n < 0) die(3, "token " + std::to_string(t) + " has no text piece of at most 256 bytes");
+    return std::string(buf, n);
+}
+
+// Greedy continuation of `seq` (whose last token is decoded next, at position seq.size()-1)
+// for up to `tokens` tokens; the context must hold positions [0, seq.size()-1) already.
+// With `follow`, the continuation is forced to those tokens and what is written is this
+// engine's own argmax at each of their positions (token-by-token agreement with them).
+void greedy(Engine & e, std::vector<llama_token> seq, int tokens, bool stop_newline, std::ostream & o,
+            const std::vector<llama_token> * follow = nullptr) {
+    std::vector<llama_token> made;
+    std::string text;
+    std::vector<float> last;
+    if (follow) tokens = (int) follow->size();
+    for (int i = 0; i < tokens; i++) {
+        int pos = (int) seq.size() - 1;
+        last.clear();
+        e.run(seq, pos, pos + 1, {pos}, &last);
+        int best = 0;
+        for (int v = 1; v < e.n_vocab; v++) if (last[v] > last[best]) best = v;  // ties: the lowest id
+        if (follow) {
+            made.push_back(best);
+            text += piece(e.vocab, best);
+            seq.push_back((*follow)[i]);
+            continue;
+        }
+        if (llama_vocab_is_eog(e.vocab, best)) break;
+        made.push_back(best);
+        text += piece(e.vocab, best);
+        if (stop_newline && text.find('\n') != std::string::npos) break;
+        seq.push_back(best);
+    }
+    for (size_t i = 0; i < made.size(); i++) o << (i ? " " : "") << made[i];
+    o << '\t' << escape(text) << '\n';
+}
+
+int cmd_generate(const std::map<std::string, std::string> & a) {
+    int tokens = need_int(a, "tokens", 1), threads = need_int(a, "threads", 1);
+    bool stop_newline = a.count("stop") && a.at("stop") == "newline";
+    if (a.count("stop") && !stop_newline) die(2, "--stop must be newline");
+    Engine e(need(a, "model"), 0, threads, false);
+    std::ofstream o(need(a, "out") + "/generated.txt");
+    if (a.count("prompts")) {
+        std::ifstream f(need(a, "prompts"), std::ios::binary);
+        if (!f) die(2, "cannot read the prompts " + need(a, "prompts"));
+        std::string line;
+        int n_prompts = 0;
+        while (std::getline(f, line)) {
+            n_prompts++;
+            std::string text = unescape(line);
+            std::vector<llama_token> ids(text.size() + 16);
+            int n = llama_tokenize(e.vocab, text.c_str(), (int32_t) text.size(), ids.data(), (int32_t) ids.size(), true, false);
+            if (n <= 0) die(2, "prompt " + std::to_string(n_prompts) + " does not tokenise");
+            ids.resize(n);
+            e.new_context(n + tokens);                  // empty: nothing carries across prompts
+            if (n > 1) e.run(ids, 0, n - 1, {}, nullptr);
+            greedy(e, ids, tokens, stop_newline, o);
+            o.flush();
+        }
+        if (!n_prompts) die(2, "no prompts");
+        return o ? 0 : 3;
+    }
+    // --doc/--at: one pass over the document to the furthest start, then each completion from
+    // the last start back to the first, cutting the context back to the start each time.
+    std::vector<llama_token> doc = read_doc(need(a, "doc"), e.n_vocab);
+    std::vector<int> at = parse_depths(need(a, "at"));
+    int furthest = at.back();
+    if (furthest > (int) doc.size()) die(2, "--at " + std::to_string(furthest) + " is past the document's end");
+    std::vector<std::vector<llama_token>> follow;
+    if (a.count("follow")) {
+        std::ifstream f(need(a, "follow"));
+        if (!f) die(2, "cannot read " + need(a, "follow"));
+        std::string line;
+        while (std::getline(f, line)) {
+            std::stringstream ids(line.substr(0, line.find('\t')));
+            std::vector<llama_token> t;
+            long long v;
+            while (ids >> v) {
+                if (v < 0 || v >= e.n_vocab) die(2, "--follow: token " + std::to_string(v) + " is outside the vocabulary");
+                t.push_back((llama_token) v);
+            }
+            if ((int) t.size() > tokens) die(2, "--follow: a line holds more than --tokens tokens");
+            follow.push_back(t);
+        }
+        if (follow.size() != at.size()) die(2, "--follow: expected one line per --at position");
+    }
+    e.new_context(furthest + tokens);
+    if (furthest > 1) e.run(doc, 0, furthest - 1, {}, nullptr);
+    std::vector<std::string> lines(at.size());
+    for (int k = (int) at.size() - 1; k >= 0; k--) {
+        int p = at[k];
+        if (!llama_memory_seq_rm(llama_get_memory(e.ctx), 0, p - 1, -1))
+            die(3, "the engine cannot cut its context back to position " + std::to_string(p - 1));
+        std::ostringstream line;
+        greedy(e, std::vector<llama_token>(doc.begin(), doc.begin() + p), tokens, stop_newline, line,
+               follow.empty() ? nullptr : &follow[k]);
+        lines[k] = line.str();
+    }
+    for (const auto & line : lines) o << line;
+    return o ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
-    if (argc < 2) die(2, "usage: harness bench|logits|tokenize --key value ...");
+    if (argc < 2) die(2, "usage: harness bench|logits|tokenize|generate --key value ...");
     std::string cmd = argv[1];
     auto a = parse_args(argc, argv);
     if (a.count("gpu-layers")) g_gpu_layers = need_int(a, "gpu-layers", 0);
+    if (a.count("flash-attn")) g_flash_attn = need_int(a, "flash-attn", 0) ? 1 : 0;
+    if (a.count("batch")) g_batch = need_int(a, "batch", 1);
     if (cmd == "bench") return cmd_bench(a);
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "tokenize") return cmd_tokenize(a);
+    if (cmd == "generate") return cmd_generate(a);
     die(2, "unknown command " + cmd);
 }
