@@ -17,7 +17,7 @@ from .core import gate
 from .core.receipt import BUILDS, Receipt, Rep, as_receipt
 from .core.rules import Bands
 from .core.verdict import Verdict
-from .report import HEADLINES, gain_phrase, source_text, tier_text
+from .report import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}
@@ -167,8 +167,10 @@ def _round_section(i: int, r: Receipt, v: Mapping[str, Any], numbered: bool) -> 
              ("Telemetry by rep", _telemetry_plot(r),
               "Each rep's telemetry summary (median, bar from min to max over the run) in schedule order.")]
     figs = "".join(f'<figure><h3>{t}</h3>{svg}<figcaption>{c}</figcaption></figure>' for t, svg, c in plots)
+    said = accuracy_sentence(v)
+    accuracy = f"<p>{esc(said)}</p>" if said else ""
     return (f'<section><h2>{head}{esc(r.round_id)} <span class="dim">{esc(r.profile.name)}</span></h2>'
-            f"{_header(r, v)}{figs}</section>")
+            f"{_header(r, v)}{accuracy}{figs}</section>")
 
 
 # --- plots ------------------------------------------------------------------------------

@@ -257,6 +257,16 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                        top1=sp.get("top1"), kl=sp.get("kl"),
                                        ok=bool(graded["scored"].get(name)) if graded else bool(sp.get("ok", False)),
                                        error=sp.get("error"), at=t)
+    regraded = (graded or {}).get("verdict", {}).get("parity") or {}
+    if isinstance(regraded.get("adjudication"), dict):
+        ruling = regraded["adjudication"]
+        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=ruling,
+                                  ok=bool(ruling.get("passed")), at=t)
+    if isinstance(regraded.get("accuracy"), dict):
+        grade = {k: v for k, v in regraded["accuracy"].items() if k not in ("reference_ok", "candidate_ok")}
+        yield ev.AccuracyGraded(grade=grade, reasons=[r.get("message", "") for r in
+                                                      (graded or {})["verdict"].get("reasons") or []
+                                                      if str(r.get("code", "")).startswith("accuracy-")], at=t)
     yield ev.PhaseStarted(phase="reps", at=t)
     seq = receipt.get("sequential") or {}
     if isinstance(seq.get("preview"), dict):

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Mapping
 import xml.etree.ElementTree as ET
 
 from . import events as ev
@@ -322,16 +322,25 @@ def _adjudication_lines(receipt: dict, verdict: dict) -> list[str]:
     return out
 
 
-def _accuracy_lines(verdict: dict) -> list[str]:
+def accuracy_sentence(verdict: Mapping[str, Any]) -> str | None:
+    """The task accuracy stage in one sentence, as the gate graded it; None when there was none."""
     acc = (verdict.get("parity") or {}).get("accuracy")
     if not isinstance(acc, dict) or acc.get("status") not in ("pass", "fail"):
+        return None
+    return (f"Task accuracy: {acc['status']}. Reference {acc['reference_correct']}/{acc['items']} "
+            f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
+            f"({acc['candidate_score']:.1%}): {acc['delta'] * 100:+.1f} points against a tolerance of "
+            f"±{acc['tolerance'] * 100:.1f} ({acc['estimator']}, {acc['level']:.0%}); "
+            f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.")
+
+
+def _accuracy_lines(verdict: dict) -> list[str]:
+    said = accuracy_sentence(verdict)
+    if said is None:
         return []
-    out = ["", f"**Task accuracy: {acc['status']}.** Reference {acc['reference_correct']}/{acc['items']} "
-               f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
-               f"({acc['candidate_score']:.1%}): {acc['delta'] * 100:+.1f} points against a tolerance of "
-               f"±{acc['tolerance'] * 100:.1f} ({acc['estimator']}, {acc['level']:.0%}); "
-               f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.",
-           "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
+    acc = verdict["parity"]["accuracy"]
+    head, rest = said.split(". ", 1)
+    out = ["", f"**{head}.** {rest}", "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
     for kind, row in (acc.get("per_kind") or {}).items():
         out.append(f"| {kind or '-'} | {row['items']} | {row['reference']} | {row['candidate']} |")
     return out

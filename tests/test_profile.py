@@ -91,3 +91,43 @@ def test_profile_names_resolve_to_the_shipped_files_and_anything_else_is_a_path(
     assert main(["profiles"]) == 0
     listed = capsys.readouterr().out
     assert str(DEMO_PROFILE) in listed and "does not load" not in listed
+
+
+LLAMA = ROOT / "profiles" / "llama-cpp.toml"
+
+
+def _llama_variant(tmp_path: Path, edit) -> Path:
+    (tmp_path / "llama-cpp").symlink_to(ROOT / "profiles" / "llama-cpp")
+    p = tmp_path / "llama-cpp.toml"
+    p.write_text(edit(LLAMA.read_text()))
+    return p
+
+
+@pytest.mark.parametrize("edit, key, expected", [
+    (lambda t: re.sub(r'tasks_sha256 = "\w+"', 'tasks_sha256 = "' + "0" * 64 + '"', t), "accuracy.tasks_sha256",
+     "the task set changed"),
+    (lambda t: t.replace('tasks = "llama-cpp/accuracy/tasks.jsonl"', 'tasks = "llama-cpp/accuracy/nope.jsonl"'),
+     "accuracy.tasks", "expected an existing file"),
+    (lambda t: t.replace('"--prompts", "{prompts}"', '"--prompts", "{prompt}"'), "accuracy.command",
+     "unknown placeholder {prompt}"),
+    (lambda t: t.replace("borderline_kl = 0.10", "borderline_kl = 0.04"), "gate.borderline_kl",
+     "more than gate.kl_max"),
+    (lambda t: t.replace('variants = [{ name = "flash-attn", args = ["--flash-attn", "1"] },',
+                         'variants = [{ name = "flash-attn" },'), "adjudication.variants[0].args", "missing"),
+    (lambda t: t.split("# Borderline KL")[0] + "[reference]" + t.split("[reference]", 1)[1], "gate.borderline_kl",
+     "an [adjudication] table"),
+])
+def test_bad_accuracy_and_adjudication_tables_name_the_key(tmp_path, edit, key, expected):
+    path = _llama_variant(tmp_path, edit)
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert e.value.key == key, e.value
+    assert expected in e.value.expected
+
+
+def test_the_llama_profile_declares_accuracy_and_adjudication():
+    p = load_profile(LLAMA)
+    assert p.accuracy.tokens == 8 and p.accuracy.chunk == 40 and Path(p.accuracy.tasks).is_file()
+    assert [name for name, _ in p.adjudication.variants] == ["flash-attn", "batch-64", "threads-2"]
+    assert (p.gate.borderline_kl, p.gate.spread_factor, p.gate.agreement_factor) == (0.10, 2.0, 2.0)
+    assert (p.adjudication.completions, p.adjudication.tokens) == (40, 32)

@@ -96,3 +96,46 @@ def test_a_replayed_receipt_carries_each_depths_stats(recorded, tmp_path):
     (tmp_path / "receipt.json").write_text(json.dumps(receipt))
     graded = [e for e in ReplaySource(tmp_path / "receipt.json", speed=0).events() if isinstance(e, ev.DepthGraded)]
     assert [(e.build, e.depth, e.stats) for e in graded if e.stats] == [("candidate", 4096, spread)]
+
+
+async def test_drift_and_adjudicated_depths_pass_with_their_note():
+    app = _PanelApp()
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.query_one(ParityPanel)
+        panel.set_plan({"parity": {"depths": [256, 768], "top1_min": 0.75, "kl_max": 0.05}})
+        panel.graded("main", 256, 1.0, 0.0, "pass", [])
+        panel.graded("main", 768, 1.0, 0.0, "pass", [])
+        panel.graded("candidate", 256, 1.0, 0.0325, "drift", ["depth 256: drifting from main: mean KL 0.0325"])
+        panel.graded("candidate", 768, 1.0, 0.0586, "adjudicated", ["depth 768: pass (adjudicated): KL 0.0586"])
+        panel.done("candidate", True, 768, None)
+        await pilot.pause()
+        assert str(panel.table.get_cell("256", "grade")) == "pass/drift"
+        assert str(panel.table.get_cell("768", "grade")) == "pass/adj"
+        notes = panel.notes_plain
+        assert "candidate ok, worst 768" in notes
+        assert "@256 c: depth 256: drifting from main" in notes and "@768 c: depth 768: pass (adjudicated)" in notes
+
+
+async def test_the_dashboard_shows_accuracy_and_adjudication_as_they_happen():
+    from console.tui.screens.dashboard import DashboardScreen
+
+    class _DashApp(App):
+        def on_mount(self) -> None:
+            self.push_screen(DashboardScreen(lambda: 0.0))
+
+    app = _DashApp()
+    async with app.run_test(size=SIZE) as pilot:
+        dash = app.screen
+        dash.apply_batch([
+            ev.AdjudicationStep(step="ruling", message="pass (adjudicated): depth 768: KL 0.0586 ≤ 2x spread 0.0412",
+                                ok=True),
+            ev.AccuracyProgress(build="candidate", done=40, total=158, correct=12),
+            ev.AccuracyGraded(grade={"status": "fail", "reference_score": 0.652, "candidate_score": 0.1, "delta": -0.552,
+                                     "tolerance": 0.06, "estimator": "paired t interval over items"},
+                              reasons=["task accuracy 10.0% against the reference's 65.2%"]),
+        ])
+        await pilot.pause()
+        text = "\n".join(f"{level} {code}: {message}" for level, code, message in dash.notices.entries)
+        assert "info adjudication: ruling: pass (adjudicated)" in text
+        assert "candidate: 40/158 items, 12 right (30.0%)" in text
+        assert "error accuracy: fail: reference 65.2%, candidate 10.0% (-55.2 pts, tolerance ±6.0" in text
