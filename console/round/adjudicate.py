@@ -16,10 +16,9 @@ from .. import protocol
 from ..core import adjudication as adj
 from ..core import parity
 from ..core.adjudication import Adjudication, Variant
-from ..core.rules import GateRules
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT
 from .parity import LOGITS_MAX_BYTES, next_tokens
-from .plan import fill, logits_argv
+from .plan import DOC_NAME, fill, logits_argv
 from .reps import Bench
 
 Emit = Callable[[ev.Event], None]
@@ -46,7 +45,7 @@ def settle(b: Bench, border: dict[int, float], ref: np.ndarray, same_as_main: bo
     if any(x.figure == "kl" for x in ruling.reasons):
         return record       # outside the spread already: completions cannot change the outcome
     check_abort()
-    _completions(b, record, p.gate, emit)
+    _completions(b, record, emit, check_abort)
     return record
 
 
@@ -81,7 +80,6 @@ def _generate(b: Bench, image: str, label: str, extra: list[str], positions: lis
     spec = p.adjudication
     assert spec is not None
     out_dir = b.work / "runs" / f"completions-{label}"
-    from .plan import DOC_NAME
     argv = fill(spec.command, p, doc=f"{INPUTS_ROOT}/{DOC_NAME}", positions=",".join(map(str, positions)),
                 tokens=str(spec.tokens), out=OUT_ROOT) + extra
     res = b.rt.run(b.builds[image], argv, src_dir=b.src_dirs[image], inputs_dir=b.inputs, out_dir=out_dir,
@@ -95,13 +93,14 @@ def _generate(b: Bench, image: str, label: str, extra: list[str], positions: lis
         return None, f"{label}: {e}"
 
 
-def _completions(b: Bench, record: Adjudication, rules: GateRules, emit: Emit) -> None:
+def _completions(b: Bench, record: Adjudication, emit: Emit, check_abort: Callable[[], None]) -> None:
     p = b.profile
     spec = p.adjudication
     assert spec is not None
     record.positions = adj.positions(p.parity.depths, spec.completions)
     n = len(record.positions)
     record.reference, err = _generate(b, "main", "reference", [], record.positions, n)
+    check_abort()
     if record.reference is None:
         record.error = err
         return
@@ -110,6 +109,7 @@ def _completions(b: Bench, record: Adjudication, rules: GateRules, emit: Emit) -
     forced = fill(spec.follow, None, follow=f"{INPUTS_ROOT}/{follow}")
     record.candidate, err = _generate(b, "candidate", "candidate", forced, record.positions, n)
     for v in record.variants:
+        check_abort()
         # A variant whose logits were bit-identical to the reference's at every depth adds nothing
         # to the worst variant's count; it is not run again (its followed stays None).
         if v.error is None and any(k > 0 for k in v.kl.values()):
