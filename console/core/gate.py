@@ -39,7 +39,7 @@ from typing import Any, Mapping
 
 from console.core import accuracy, adjudication, claims, legacy, sequential, stats
 from console.core.adjudication import Adjudication, Ruling
-from console.core.parity import DepthStatus, depth_status, worst_depth
+from console.core.parity import DepthStatus, depth_status, times, worst_depth
 from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
@@ -165,9 +165,8 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
     if drifting:
         warnings.append(drift_warning(drifting, rules))
     ruling = None
-    if cand_side is not None and main_side is not None and par.adjudication is not None:
-        ruling = adjudicate(cand_side, [depth_status(f, main_side.at(f.depth), rules) for f in cand_side.depths],
-                            rules, par.adjudication)
+    if cand_side is not None and main_side is not None:     # the same ruling grade_depths applied
+        ruling = adjudicate(cand_side, grade_depths(cand_side, main_side, rules), rules, par.adjudication)
     if ruling is not None and ruling.passed:
         warnings.append(warning("parity-adjudicated", f"borderline KL at depth "
                                 f"{', '.join(map(str, ruling.depths))} settled against the reference's own "
@@ -206,9 +205,7 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
 
 def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
     """One warning naming every depth that drifts from main while still legal, with its figures."""
-    def ratio(st: DepthStatus) -> str:
-        return "∞" if st.drift is None else f"{st.drift:,.0f}" if st.drift >= 10 else f"{st.drift:.2f}"
-    figures = "; ".join(f"depth {st.depth}: KL {st.warning.value:.3g} nats, {ratio(st)}x main's"
+    figures = "; ".join(f"depth {st.depth}: KL {st.warning.value:.3g} nats, {times(st.drift)} main's"
                         for st in drifting if st.warning is not None and st.warning.value is not None)
     return warning("parity-drift", f"legal drift against main at depth {', '.join(str(st.depth) for st in drifting)} "
                                    f"({figures}): under the bar {rules.kl_max:g}, so not rejected, but more than "

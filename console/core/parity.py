@@ -435,12 +435,16 @@ def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules
                                f"and {ratio}x main's {_fmt(main.kl)} (ratchet {rules.ratchet:g}x)"))
         return DepthStatus(d, "regressed", drift, tuple(reasons))
     if main is not None and is_drifting(cand.kl, main.kl, rules):
-        ratio = "∞x" if drift is None else f"{drift:,.0f}x" if drift >= 10 else f"{drift:.2f}x"
         return DepthStatus(d, "drift", drift, (), _reason(
             "parity-drift", d, "kl", cand.kl, rules.drift_floor,
-            f"depth {d}: drifting from main: mean KL {_fmt(cand.kl)} nats is {ratio} main's {_fmt(main.kl)} "
+            f"depth {d}: drifting from main: mean KL {_fmt(cand.kl)} nats is {times(drift)} main's {_fmt(main.kl)} "
             f"(under the bar {_fmt(rules.kl_max)}, so legal; reported from {_fmt(rules.drift_floor)} nats)"))
     return DepthStatus(d, "pass", drift, ())
+
+
+def times(drift: float | None) -> str:
+    """A drift ratio as said to people: "∞x" (main exactly 0), "26,000x", "2.50x"."""
+    return "∞x" if drift is None else f"{drift:,.0f}x" if drift >= 10 else f"{drift:.2f}x"
 
 
 def is_drifting(cand_kl: float, main_kl: float, rules: GateRules) -> bool:
