@@ -93,17 +93,11 @@ class LineReporter:
             return (f"parity {e.build:9} depth {e.depth:5}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  "
                     + self._c(e.status, colour) + extra)
         if isinstance(e, ev.AccuracyProgress):
-            if e.error:
-                return self._c(f"accuracy {e.build}: FAILED after {e.done} item(s): {e.error}", "red")
-            return f"accuracy {e.build:9}: {e.done}/{e.total} items, {e.correct} right ({e.correct / max(e.done, 1):.1%})"
+            text = "accuracy " + accuracy_progress_text(e)
+            return self._c(text, "red") if e.error else text
         if isinstance(e, ev.AccuracyGraded):
-            g = e.grade
-            if g.get("status") not in ("pass", "fail"):
-                return self._c("accuracy: not graded: " + "; ".join(e.reasons), "red")
-            status = self._c("pass", "green") if g["status"] == "pass" else self._c("FAIL", "red")
-            return (f"accuracy: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
-                    f"({g['delta'] * 100:+.1f} points over {g['items']} items; tolerance ±{g['tolerance'] * 100:.1f}, "
-                    f"{g['estimator']}) {status}")
+            text = "accuracy " + accuracy_grade_text(e)
+            return self._c(text, "green" if e.grade.get("status") == "pass" else "red")
         if isinstance(e, ev.AdjudicationStep):
             colour = None if e.ok is None else ("green" if e.ok else "red")
             text = f"adjudication {e.step}: {e.message}"
@@ -320,6 +314,22 @@ def _adjudication_lines(receipt: dict, verdict: dict) -> list[str]:
                    f"{ruling.get('positions')} positions; the reference's own kernels at {ruling.get('variant_disagree')}"
                    f" (line {ruling['agreement_line']:g}).")
     return out
+
+
+def accuracy_progress_text(e: ev.AccuracyProgress) -> str:
+    """One side's task accuracy so far, as the headless lines and the TUI say it."""
+    if e.error:
+        return f"{e.build}: failed after {e.done} item(s): {e.error}"
+    return f"{e.build}: {e.done}/{e.total} items, {e.correct} right ({e.correct / max(e.done, 1):.1%})"
+
+
+def accuracy_grade_text(e: ev.AccuracyGraded) -> str:
+    """The gate's grade of task accuracy in one line (headless lines, TUI notices)."""
+    g = e.grade
+    if g.get("status") not in ("pass", "fail"):
+        return "not graded: " + "; ".join(e.reasons)
+    return (f"{g['status']}: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
+            f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})")
 
 
 def accuracy_sentence(verdict: Mapping[str, Any]) -> str | None:

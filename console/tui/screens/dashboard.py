@@ -12,7 +12,7 @@ from console import events as ev
 from console.core.gate import counts
 from console.core.progress import Tracker
 from console.core.receipt import Rep
-from console.report import decision_text
+from console.report import accuracy_grade_text, accuracy_progress_text, decision_text
 
 from ..widgets.builds import BuildPanel
 from ..widgets.header import RoundHeader
@@ -176,20 +176,10 @@ class DashboardScreen(Screen[None]):
                            stats=getattr(e, "stats", None) or None)
 
     def _accuracy_progress(self, e: ev.AccuracyProgress) -> None:
-        if e.error:
-            self.note("error", "accuracy", f"{e.build}: failed after {e.done} item(s): {e.error}", e.at)
-        else:
-            self.note("info", "accuracy", f"{e.build}: {e.done}/{e.total} items, {e.correct} right "
-                      f"({e.correct / max(e.done, 1):.1%})", e.at)
+        self.note("error" if e.error else "info", "accuracy", accuracy_progress_text(e), e.at)
 
     def _accuracy_graded(self, e: ev.AccuracyGraded) -> None:
-        g = e.grade
-        if g.get("status") not in ("pass", "fail"):
-            self.note("error", "accuracy", "not graded: " + "; ".join(e.reasons), e.at)
-            return
-        self.note("info" if g["status"] == "pass" else "error", "accuracy",
-                  f"{g['status']}: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
-                  f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})", e.at)
+        self.note("info" if e.grade.get("status") == "pass" else "error", "accuracy", accuracy_grade_text(e), e.at)
 
     def _adjudication(self, e: ev.AdjudicationStep) -> None:
         level = "warn" if e.ok is None else ("info" if e.ok else "error")
