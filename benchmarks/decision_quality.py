@@ -1,21 +1,29 @@
-"""How good are the gate's decisions? Simulated rounds through the gate's own code.
+"""How good are the gate's decisions? Simulated rounds through the round's own decision path.
 
-    python benchmarks/decision_quality.py [--runs N] [--seed S] [RECEIPT_DIR ...]
+    python benchmarks/decision_quality.py [--runs N] [--seed S] [--quick] [RECEIPT_DIR ...]
 
-The noise model is fitted to recorded receipts (default: tests/data/receipts-v1 and
-benchmarks/data/receipts, demo rounds on the 2-core node): per-rep log noise of each build, a slow random-walk drift
-shared by both builds, heavy tails (Student t, 3 df), the candidate noisier than main.
-Rounds are simulated pair by pair in the round's A B B A order and decided by
-``console.core.sequential.trajectory`` (the stopping rule and verdict of a round) under
-the demo profile's rules; the old fixed 5+5 design is decided side by side by its own
-code (``console.core.legacy``), its threshold from a simulated 5-pair noise round.
+Each simulated round is a real ``console.round.Round`` whose runtime is replaced by a noise
+model: the runner's own loop (``Round._timed_pairs``: ``gate.progress`` after every pair, the
+settle budget, the stop) asks for pairs, a fake ``run`` answers each scheduled rep with a
+self-consistent simulated ``Rep``, and ``gate.decide`` gives the verdict, step-change check
+included. Reruns are real too: each round is sealed into a real ledger (``Round._finish``)
+and the next round of the same experiment finds it through ``Round._earlier_rounds`` and
+``Round._plan`` (``reruns.look_back``), as ``console run`` does.
 
-Printed for true gains 0 / 2 / 5 / 10 / 20 %: the false-accept rate (alone and over up to
-three reruns of the same candidate), the miss rate at the profile's smallest gain, how
-often the tier is right, and the pairs a decision takes (mean and 95th percentile). Then
-each claim check's false-refusal rate on honest simulated rounds and on the recorded ones,
-and its catch rate on an inflated candidate (the demo's ``inflate``: 2.5× its real rate).
-The last line is one JSON object with the headline figures.
+Noise models, on the pair scale (x = log candidate/main), at the node's fitted pair SD (the
+pooled within-round SD of the recorded receipts' log ratios) and at 3 %, a quiet node:
+
+- ``gauss``: iid Gaussian; ``t3``: iid Student t with 3 df, scaled to the same SD;
+- ``ar1``: AR(1)-correlated pairs (ρ 0.3), stationary SD the same;
+- ``step``: iid Gaussian, and main 5 % slower from the middle of the pair budget on.
+
+The rates are stated for the first two; the last two are off the model the rates rest on and
+are reported as they come out. Printed per true gain: the outcomes, tier accuracy and the
+pairs the round ran; then the false accept over up to three pooled reruns; then the pairs to
+a decision with no budget against Wald's SPRT with the noise known (simulated at the same
+rates and gains: the best any design can do); then each claim check's false-refusal rate on
+honest simulated and recorded rounds and its catch rate on an inflated candidate (the demo's
+``inflate``: 2.5x its real rate). The last line is one JSON object.
 """
 from __future__ import annotations
 
@@ -23,192 +31,274 @@ import argparse
 import json
 import math
 import sys
+import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.core import claims, legacy, sequential as S  # noqa: E402
-from console.core.gate import Counted, counted, log_ratios  # noqa: E402
-from console.core.receipt import Pins, Receipt, Rep  # noqa: E402
+from console.core import claims, gate, legacy, sequential as S  # noqa: E402
+from console.core.parity import DepthFigures  # noqa: E402
+from console.core.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep  # noqa: E402
 from console.core.verdict import BANDS  # noqa: E402
 from console.profile import load_profile  # noqa: E402
+from console.round.plan import RoundConfig, schedule_head, schedule_tail  # noqa: E402
+from console.round.runner import Round  # noqa: E402
 
-GAINS = (0.0, 0.02, 0.05, 0.10, 0.20)
 SOURCES = (ROOT / "tests" / "data" / "receipts-v1" / "receipts", ROOT / "benchmarks" / "data" / "receipts")
 REAL_ENGINE = ROOT / "benchmarks" / "data" / "receipts-llama"     # honest real-engine rounds, for the claim checks
 TAIL_DF = 3
-CAND_NOISIER = 1.3          # used when the receipts cannot separate the two builds' noise
-DRIFT_FLOOR = 0.005         # per rep: receipts show level changes of 10-20 % across a round; never model less
+GAINS = (-0.10, -0.035, 0.0, 0.02, 0.035, 0.05, 0.10, 0.20)
+SPRT_GAINS = (-0.10, -0.035, 0.0, 0.035, 0.05, 0.10, 0.20)     # the indifference zone (0, 2 %] has no SPRT
+MODELS = ("gauss", "t3", "ar1", "step")
+QUIET_SD = 0.03
+RHO = 0.3
+STEP = 0.05
+LEVEL = 100.0               # main's rate (tok/s); the simulated runs are self-consistent around it
+OVERHEAD_S = 0.4            # a rep's fixed cost outside the engine's own timing
 
 
-# --- the noise model -------------------------------------------------------------------
+# --- the noise --------------------------------------------------------------------------
 
-def fit(paths: list[Path]) -> tuple[dict, list[str]]:
-    """Moment estimates from each round's timed reps in schedule order:
-    Var(Δ main) = 2σm² + 2δ², Var(Δ cand) = 2σc² + 2δ², Var(pair) = σm² + σc² + δ²."""
-    vdm = vdc = vp = 0.0
-    ndm = ndc = np_ = 0
-    used = []
+def fitted_pair_sd(paths: list[Path]) -> tuple[float, int]:
+    """The pooled within-round SD of log(candidate/main) over recorded rounds (the gate's pairs)."""
+    rounds = []
     for p in paths:
         try:
             r = Receipt.from_dict(json.loads(p.read_text()))
         except Exception:
             continue
-        ok = counted(r, r.rules)
-        m = [math.log(x.value) for x in sorted(ok.valid.get(("main", "timed"), []), key=lambda x: x.index)]
-        c = [math.log(x.value) for x in sorted(ok.valid.get(("candidate", "timed"), []), key=lambda x: x.index)]
-        xs = log_ratios(ok)
-        if len(xs) < 3 or len(m) < 3 or len(c) < 3:
-            continue
-        used.append(f"{p.stem[:12]} {r.kind} {r.host.get('cpu_model', '?')} {len(xs)} pairs")
-        for arr, kind in ((np.diff(m), "m"), (np.diff(c), "c"), (np.asarray(xs), "p")):
-            ss = float(((arr - arr.mean()) ** 2).sum())
-            if kind == "m":
-                vdm, ndm = vdm + ss, ndm + len(arr) - 1
-            elif kind == "c":
-                vdc, ndc = vdc + ss, ndc + len(arr) - 1
-            else:
-                vp, np_ = vp + ss, np_ + len(arr) - 1
-    if not used:
-        raise SystemExit("no recorded receipts with three or more pairs: give a directory of sealed receipts")
-    vdm, vdc, vp = vdm / ndm, vdc / ndc, vp / np_
-    drift2 = max((vdm + vdc) / 2 - vp, 0.0)
-    sm2, sc2 = vdm / 2 - drift2, vdc / 2 - drift2
-    if sm2 <= 0 or sc2 <= 0:     # the moments cannot separate the builds: split the pair noise
-        sm2 = max(vp - drift2, 1e-6) / (1 + CAND_NOISIER ** 2)
-        sc2 = sm2 * CAND_NOISIER ** 2
-    return {"main_sd": math.sqrt(sm2), "cand_sd": math.sqrt(sc2),
-            "drift_step": max(math.sqrt(drift2), DRIFT_FLOOR), "drift_fitted": math.sqrt(drift2),
-            "pair_sd": math.sqrt(vp), "tail_df": TAIL_DF}, used
+        if r.kind == "round":
+            rounds.append(gate.log_ratios(gate.counted(r, r.rules)))
+    found = S.pair_noise(rounds)
+    if found is None:
+        raise SystemExit("no recorded rounds with two or more pairs: give a directory of sealed receipts")
+    return found.sd, found.df
 
 
-def loaded(model: dict, per_rep: float = 0.12) -> dict:
-    """The same shape at a loaded node's per-rep noise (≈ 12 % on the 2-core node under load)."""
-    k = per_rep / model["main_sd"]
-    return {**model, "main_sd": per_rep, "cand_sd": model["cand_sd"] * k, "drift_step": model["drift_step"] * k,
-            "drift_fitted": model["drift_fitted"] * k, "pair_sd": model["pair_sd"] * k}
+def pair_draws(rng: np.random.Generator, model: str, sd: float, gain: float, n: int,
+               step_at: int) -> tuple[np.ndarray, np.ndarray]:
+    """(main, candidate) log levels of n pairs whose log ratios follow ``model``."""
+    if model == "t3":
+        e = rng.standard_t(3, n) * sd / math.sqrt(3.0)
+    elif model == "ar1":
+        z = rng.normal(0.0, sd, n)
+        e = np.empty(n)
+        e[0] = z[0]
+        for k in range(1, n):
+            e[k] = RHO * e[k - 1] + math.sqrt(1 - RHO * RHO) * z[k]
+    else:
+        e = rng.normal(0.0, sd, n)
+    main = rng.normal(0.0, sd / 2, n)
+    if model == "step":
+        main[step_at:] += math.log1p(-STEP)
+    return main, main + math.log1p(gain) + e
 
 
-def simulate(rng: np.random.Generator, model: dict, gain: float, pairs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Log values of main and candidate timed reps, pair k in A B B A order."""
-    n = 2 * pairs
-    t = rng.standard_t(model["tail_df"], n) / math.sqrt(model["tail_df"] / (model["tail_df"] - 2))
-    drift = np.cumsum(rng.normal(0.0, model["drift_step"], n))
-    first = np.arange(pairs) % 2 == 0                 # main first on even pairs
-    mi = np.where(first, 2 * np.arange(pairs), 2 * np.arange(pairs) + 1)
-    ci = np.where(first, 2 * np.arange(pairs) + 1, 2 * np.arange(pairs))
-    main = drift[mi] + model["main_sd"] * t[mi]
-    cand = drift[ci] + model["cand_sd"] * t[ci] + math.log1p(gain)
-    return main, cand
+# --- one simulated round through the runner ------------------------------------------------
+
+def _rep(item: Any, value: float) -> Rep:
+    """A run the claim checks accept: the engine's elapsed is tokens / value, the wall clock adds
+    a fixed cost, and a seeked cache is resident."""
+    elapsed = item.tokens / value
+    return Rep(build=item.build, phase=item.phase, index=item.index, position=item.position, depth=item.depth,
+               tokens=item.tokens, context=item.context, status="ok", exit_code=0,
+               wall_s=OVERHEAD_S + elapsed, value=value,
+               reported={"metric": "decode_tok_s", "value": value, "tokens": item.tokens, "elapsed_s": elapsed,
+                         "depth": item.depth, "context": item.context, "shortcut": "seek"},
+               peak_mem_bytes=item.depth * 4096 + 8 * 2**20)
 
 
-# --- the two designs ---------------------------------------------------------------------
-
-def sequential_round(rng, model, gain, design, bands, prior=()) -> S.Decision:
-    main, cand = simulate(rng, model, gain, design.max_pairs)
-    level = float(np.exp(np.median(main))) * 100
-    steps = S.trajectory([*prior, list(cand - main)], design, S.Basis(level), bands)
-    return next((d for d in steps if d.done), steps[-1])
+def _parity(p: Any) -> ParityRecord:
+    same = [DepthFigures(d, 1.0, 0.0, 3.1, math.log(p.parity.vocab)) for d in p.parity.depths]
+    return ParityRecord(reference={"depths": list(p.parity.depths)}, main=ParitySide(depths=same),
+                        candidate=ParitySide(depths=list(same)))
 
 
-def _counted(main_logs, cand_logs) -> Counted:
-    def reps(build, logs):
-        return [Rep(build=build, phase="timed", index=i, position=2 * i + (build == "candidate"),
-                    value=float(math.exp(x) * 100), wall_s=1.0) for i, x in enumerate(logs)]
-    return Counted({("main", "timed"): reps("main", main_logs), ("candidate", "timed"): reps("candidate", cand_logs)},
-                   {"main": [], "candidate": []}, [], {})
+class Tree:
+    """What ``Round._earlier_rounds`` reads of a source snapshot: its tree hash."""
+    def __init__(self, sha: str):
+        self.record = {"tree_sha256": sha}
 
 
-def fixed_round(rng, model, gain, rules) -> tuple[str, str | None]:
-    """The schema-1 design: 5+5 reps, threshold max(significance, a 5-pair noise round's spread)."""
-    nm, nc = simulate(rng, model, 0.0, 5)
-    spread = float(np.max(np.abs(np.exp(nc - nm) - 1)))
-    main, cand = simulate(rng, model, gain, 5)
-    _, not_significant, tier = legacy.decide_speed(_counted(main, cand), Pins(noise_spread=spread), rules, [])
-    return ("none", None) if not_significant else ("accepted", tier)
+def simulate_round(profile: Any, out: Path, draws: tuple[np.ndarray, np.ndarray], trees: dict[str, str],
+                   seal: bool = False) -> tuple[str, Receipt | None]:
+    """One round of ``profile`` whose timed pair k measures ``draws[·][k]``: the runner's loop
+    decides when to stop; returns (outcome, receipt), or ("decided-before", None) when the
+    ledger in ``out`` already decided the experiment."""
+    rnd = Round(RoundConfig(profile=profile, main=None, candidate=None, out_dir=out))
+    if seal and rnd._earlier_rounds({b: Tree(t) for b, t in trees.items()}) is not None:
+        return "decided-before", None
+    receipt = Receipt(round_id=f"sim-{time.monotonic_ns()}", kind="round", started_at="2026-12-04T00:00:00Z",
+                      profile=profile.record(), lock=Pins(), parity=_parity(profile),
+                      builds={b: Build(source={"path": "sim"}, tree_sha256=t) for b, t in trees.items()})
+    main, cand = draws
+
+    def run(items: list[Any]) -> None:
+        for item in items:
+            k = item.index if item.phase == "timed" else item.index % len(main)
+            log = main[k] if item.build == "main" else cand[k]
+            receipt.reps.append(_rep(item, LEVEL * math.exp(log)))
+
+    rnd._plan(receipt)
+    head = schedule_head(profile)
+    run(head)
+    pairs = rnd._timed_pairs(receipt, run, len(head), {})
+    run(schedule_tail(profile, len(head) + 2 * pairs))
+    if seal:
+        rnd._finish(receipt)
+        return rnd.receipt["verdict"]["outcome"], receipt
+    receipt.verdict = gate.decide(receipt, profile.gate).to_dict()
+    return receipt.verdict["outcome"], receipt
 
 
-# --- the tables ------------------------------------------------------------------------------
+# --- the tables -------------------------------------------------------------------------------
 
-def tier_right(d: S.Decision, gain: float, bands) -> tuple[bool, bool]:
-    """(right, exact): right when the truth is at or above the tier's lower edge and inside the
-    span the verdict reports; exact when the tier is the truth's own band."""
+def tier_right(tier: str, span: list[str] | None, gain: float, bands: Any) -> bool:
+    """The truth's band is at or above the tier and inside the span reported with it."""
     truth = S.band(gain, bands)
-    top = d.span[1] if d.span else d.tier
-    right = BANDS.index(d.tier) <= BANDS.index(truth) <= BANDS.index(top)
-    return right, d.tier == truth
+    top = span[-1] if span else tier
+    return BANDS.index(tier) <= BANDS.index(truth) <= BANDS.index(top)
 
 
-def decision_table(rng, model, rules, runs: int, label: str) -> dict:
-    design, bands = S.Design.of(rules), rules.bands
-    print(f"\n{label}: per-rep log SD main {model['main_sd']:.1%}, candidate {model['cand_sd']:.1%}, random-walk "
-          f"drift {model['drift_step']:.1%}/rep (fitted {model['drift_fitted']:.1%}, floor {DRIFT_FLOOR:.1%}), "
-          f"t{model['tail_df']} tails; pair SD {model['pair_sd']:.1%} in the receipts")
-    print(f"design: α {design.false_accept:.0%} false accept, β {design.miss:.0%} miss at {design.min_gain:.1%}, "
-          f"accept above {design.significance:.0%}, {design.min_pairs}–{design.max_pairs} pairs, c² {design.mixture:g}")
-    print(f"{'true gain':>9} | {'accepted':>8} {'none':>6} {'slower':>6} {'undecided':>9} | {'tier ok':>7} "
-          f"{'exact':>6} | {'pairs':>5} {'p95':>4} | {'5+5 acc':>7} {'5+5 tier':>8}")
-    out = {"false_accept": None, "false_accept_reruns3": None, "miss_at_min_gain": None, "min_gain": design.min_gain,
-           "tier_accuracy": {}, "expected_pairs": {}, "p95_pairs": {}, "undecided": {},
-           "fixed_5x5": {"accepted": {}, "tier_accuracy": {}}}
-    for gain in GAINS + ((design.min_gain,) if design.min_gain not in GAINS else ()):
-        counts = {"accepted": 0, "none": 0, "slower": 0, "open": 0, "conflict": 0}
-        right = exact = 0
-        pairs = []
-        fixed_acc = fixed_right = 0
+def rate_table(rng: np.random.Generator, profile: Any, model: str, sd: float, runs: int, work: Path) -> dict:
+    rules, budget = profile.gate, profile.gate.max_pairs
+    trees = {"main": "m" * 64, "candidate": "c" * 64}
+    print(f"\n{model} pairs, SD {sd:.1%}" + (f", main {STEP:.0%} slower from pair {budget // 2}" if model == "step"
+                                           else f", ρ {RHO}" if model == "ar1" else "") + f"; {runs} rounds per gain")
+    print(f"{'true gain':>9} | {'accepted':>8} {'none':>6} {'slower':>6} {'undecided':>9} {'infra':>6} | "
+          f"{'tier ok':>7} | {'pairs':>5} {'p95':>4}")
+    out: dict[str, Any] = {}
+    for gain in GAINS:
+        counts: dict[str, int] = {}
+        right, pairs = 0, []
         for _ in range(runs):
-            d = sequential_round(rng, model, gain, design, bands)
-            counts[d.state] += 1
-            pairs.append(d.pairs)
-            if d.state == "accepted":
-                r, e = tier_right(d, gain, bands)
-                right, exact = right + r, exact + e
-            outcome, tier = fixed_round(rng, model, gain, rules)
+            outcome, r = simulate_round(profile, work, pair_draws(rng, model, sd, gain, budget, budget // 2), trees)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            pairs.append(len(gate.log_ratios(gate.counted(r, rules))))
             if outcome == "accepted":
-                fixed_acc += 1
-                fixed_right += tier == S.band(gain, bands)
-        acc = counts["accepted"]
-        key = f"{gain:.3f}".rstrip("0").rstrip(".")
-        out["tier_accuracy"][key] = right / acc if acc else None
-        out["expected_pairs"][key] = float(np.mean(pairs))
-        out["p95_pairs"][key] = float(np.percentile(pairs, 95))
-        out["undecided"][key] = counts["open"] / runs
-        out["fixed_5x5"]["accepted"][key] = fixed_acc / runs
-        out["fixed_5x5"]["tier_accuracy"][key] = fixed_right / fixed_acc if fixed_acc else None
-        if gain == 0.0:
-            out["false_accept"] = acc / runs
-        if gain == design.min_gain:
-            out["miss_at_min_gain"] = (counts["none"] + counts["slower"]) / runs
-        tier_txt = f"{right / acc:7.1%} {exact / acc:6.1%}" if acc else f"{'-':>7} {'-':>6}"
-        ftier = f"{fixed_right / fixed_acc:8.1%}" if fixed_acc else f"{'-':>8}"
-        print(f"{gain:9.1%} | {acc / runs:8.1%} {counts['none'] / runs:6.1%} {counts['slower'] / runs:6.1%} "
-              f"{counts['open'] / runs:9.1%} | {tier_txt} | {np.mean(pairs):5.1f} {np.percentile(pairs, 95):4.0f} | "
-              f"{fixed_acc / runs:7.1%} {ftier}")
-    # reruns: a candidate no faster than main, rerun after anything but acceptance, up to 3 rounds
-    reruns = max(runs // 2, 200)
-    hits = fixed_hits = 0
-    for _ in range(reruns):
-        prior: list[list[float]] = []
-        for _k in range(3):
-            main, cand = simulate(rng, model, 0.0, design.max_pairs)
-            steps = S.trajectory([*prior, list(cand - main)], design, S.Basis(100.0), bands)
-            d = next((x for x in steps if x.done), steps[-1])
-            if d.state == "accepted":
-                hits += 1
-                break
-            prior.append(list(cand - main)[:d.pairs])
-        fixed_hits += any(fixed_round(rng, model, 0.0, rules)[0] == "accepted" for _k in range(3))
-    out["false_accept_reruns3"] = hits / reruns
-    out["fixed_5x5"]["false_accept_reruns3"] = fixed_hits / reruns
-    print(f"false accept over up to 3 reruns (pooled): {hits / reruns:.2%} of {reruns}; "
-          f"5+5 rerun 3 times: {fixed_hits / reruns:.1%}")
-    print("tier ok: the truth is at or above the tier and inside the span reported with it; "
-          "exact: the tier is the truth's band (10 % sits on the l edge)")
+                right += tier_right(r.verdict["tier"], r.verdict.get("tier_span"), gain, rules.bands)
+        share = {k: counts.get(k, 0) / runs for k in ("accepted", "none", "slower", "undecided", "infra")}
+        acc = counts.get("accepted", 0)
+        out[f"{gain:+.3f}"] = {**share, "tier_ok": right / acc if acc else None,
+                               "pairs": float(np.mean(pairs)), "p95_pairs": float(np.percentile(pairs, 95))}
+        tier = f"{right / acc:7.1%}" if acc else f"{'-':>7}"
+        print(f"{gain:+9.1%} | {share['accepted']:8.1%} {share['none']:6.1%} {share['slower']:6.1%} "
+              f"{share['undecided']:9.1%} {share['infra']:6.1%} | {tier} | {np.mean(pairs):5.1f} "
+              f"{np.percentile(pairs, 95):4.0f}")
     return out
+
+
+def reruns_table(rng: np.random.Generator, profile: Any, sd: float, runs: int, work: Path) -> float:
+    """A candidate exactly at the bar, rerun while undecided, up to three rounds, each sealed
+    into one real ledger: how often is it ever accepted?"""
+    budget, hits = profile.gate.max_pairs, 0
+    for i in range(runs):
+        out = work / f"ledger-{i}"
+        trees = {"main": "m" * 64, "candidate": f"{i:064x}"}
+        for _ in range(3):
+            draws = pair_draws(rng, "gauss", sd, profile.gate.significance, budget, budget)
+            outcome, _r = simulate_round(profile, out, draws, trees, seal=True)
+            if outcome == "accepted":
+                hits += 1
+            if outcome != "undecided":
+                break
+    print(f"\nfalse accept at the bar ({profile.gate.significance:.0%}) over up to 3 reruns pooled through a real "
+          f"ledger, SD {sd:.1%}: {hits / runs:.2%} of {runs}")
+    return hits / runs
+
+
+# --- against Wald's SPRT ---------------------------------------------------------------------
+
+def sprt_pairs(rng: np.random.Generator, gain: float, sd: float, d: S.Design, runs: int) -> float:
+    """Expected pairs of Wald's SPRT with σ known, deciding what the console decides at ``gain``
+    at the same rates: accept against the bar, slower against zero, none against ±min_gain."""
+    theta = math.log1p(gain)
+    if gain >= d.min_gain:
+        tests = [(math.log1p(d.significance), d.false_accept, d.miss)]
+    elif gain <= -d.min_gain:
+        tests = [(0.0, d.false_slower, d.miss)]
+    else:                           # none: both worthwhile sizes excluded
+        tests = [(math.log1p(d.min_gain), d.miss, d.miss), (math.log1p(-d.min_gain), d.miss, d.miss)]
+    n_max = 20_000
+    x = rng.normal(theta, sd, (runs, 64))
+    stops = np.full(runs, n_max)
+    for i in range(runs):
+        xs, k, done = x[i], 0, [False] * len(tests)
+        llr = [0.0] * len(tests)
+        while not all(done) and k < n_max:
+            if k >= len(xs):
+                xs = np.concatenate([xs, rng.normal(theta, sd, 256)])
+            for j, (t0, a, b) in enumerate(tests):
+                if not done[j]:
+                    llr[j] += ((xs[k] - t0) ** 2 - (xs[k] - theta) ** 2) / (2 * sd * sd)
+                    if llr[j] >= math.log((1 - b) / a) or llr[j] <= math.log(b / (1 - a)):
+                        done[j] = True
+            k += 1
+        stops[i] = k
+    return float(stops.mean())
+
+
+def console_pairs(rng: np.random.Generator, gain: float, sd: float, d: S.Design, bands: Any, runs: int) -> float:
+    """Expected pairs until the console's sequence decides (``sequential.trajectory``, the function the
+    runner's stopping rule and the verdict read), with no pair budget."""
+    total = 0
+    for _ in range(runs):
+        n, found = 256, None
+        while found is None:
+            xs = rng.normal(math.log1p(gain), sd, n)
+            steps = S.trajectory([list(xs)], d, S.Basis(LEVEL), bands)
+            found = next((s.pairs for s in steps if s.decided), None)
+            n *= 4
+            if n > 20_000:
+                found = n
+        total += found
+    return total / runs
+
+
+def sprt_table(rng: np.random.Generator, profile: Any, sd: float, runs: int) -> dict:
+    d = S.Design.of(profile.gate)
+    print(f"\npairs to a decision with no budget, Gaussian pairs SD {sd:.1%}: the console against Wald's SPRT "
+          "with σ known (same rates)")
+    print(f"{'true gain':>9} | {'console':>7} {'SPRT':>6} {'ratio':>5}")
+    out = {}
+    for gain in SPRT_GAINS:
+        ours = console_pairs(rng, gain, sd, d, profile.gate.bands, runs)
+        best = sprt_pairs(rng, gain, sd, d, runs)
+        out[f"{gain:+.3f}"] = {"console": ours, "sprt": best, "ratio": ours / best}
+        print(f"{gain:+9.1%} | {ours:7.1f} {best:6.1f} {ours / best:5.2f}")
+    total = sum(v["console"] for v in out.values()) / sum(v["sprt"] for v in out.values())
+    print(f"{'all':>9} | {'':7} {'':6} {total:5.2f}   (summed over the gains)")
+    return out
+
+
+def headline(tables: dict, reruns3: float, sprt: dict, profile: Any) -> dict:
+    g = profile.gate
+    base = [tables[m] for m in ("gauss", "t3")]
+    at = lambda t, gain: t[f"{gain:+.3f}"]  # noqa: E731
+    tiers = [at(t, x)["tier_ok"] for t in base for x in (0.05, 0.10, 0.20) if at(t, x)["tier_ok"] is not None]
+    return {"false_accept": max(at(t, x)["accepted"] for t in base for x in (0.0, g.significance)),
+            "false_accept_reruns3": reruns3,
+            "false_slower": max(at(t, x)["slower"] for t in base for x in (0.0, 0.02, 0.035)),
+            "miss_at_min_gain": max(at(t, g.min_gain)["none"] + at(t, g.min_gain)["slower"] for t in base),
+            "slower_power_at_min_gain": min(at(t, -g.min_gain)["slower"] for t in base),
+            "tier_accuracy": min(tiers) if tiers else None,
+            "expected_pairs": {k: v["pairs"] for k, v in tables["gauss"].items()},
+            "pairs_vs_sprt": max(v["ratio"] for v in sprt.values()),
+            "pairs_vs_sprt_total": sum(v["console"] for v in sprt.values()) / sum(v["sprt"] for v in sprt.values()),
+            "pairs_vs_sprt_by_gain": {k: v["ratio"] for k, v in sprt.items()}}
+
+
+def noise_block(rng, profile, sd: float, runs: int, work: Path, models=MODELS) -> dict:
+    tables = {m: rate_table(rng, profile, m, sd, runs, work) for m in models}
+    reruns3 = reruns_table(rng, profile, sd, max(runs // 2, 50), work)
+    sprt = sprt_table(rng, profile, sd, max(runs // 2, 50))
+    return {"sd": sd, **headline(tables, reruns3, sprt, profile), "tables": tables}
 
 
 # --- claim checks ---------------------------------------------------------------------------------
@@ -247,7 +337,7 @@ def claims_table(rng, model, rules, runs: int, recorded: list[Path]) -> dict:
             r = Receipt.from_dict(json.loads(p.read_text()))
         except Exception:
             continue
-        c = counted(replace(r, schema="bench-console/receipt/2"), r.rules)
+        c = gate.counted(replace(r, schema=SCHEMA), r.rules)
         if r.kind not in ("round", "noise") or not c.valid.get(("main", "timed")):
             continue
         honest = ["main"] + (["candidate"] if "inflate" not in json.dumps(r.builds.get("candidate").source
@@ -266,24 +356,35 @@ def claims_table(rng, model, rules, runs: int, recorded: list[Path]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="*", type=Path)
-    ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=20261203)
+    ap.add_argument("--runs", type=int, default=400, help="rounds per gain and noise model")
+    ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "demo.toml")
+    ap.add_argument("--quick", action="store_true", help="100 rounds per cell, the fitted noise only")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    rules = load_profile(args.profile).gate
+    loaded = load_profile(args.profile)
+    # the guards are a separate rule: the simulated rounds measure the speed decision alone
+    profile = replace(loaded, gate=replace(loaded.gate, guards=()))
     paths = sorted(p for d in (args.dirs or SOURCES) if d.exists() for p in d.glob("*.json"))
-    model, used = fit(paths)
-    print(f"noise model from {len(used)} recorded receipt(s):")
-    for u in used:
-        print(f"  {u}")
-    result = decision_table(rng, model, rules, args.runs, "recorded node")
-    heavy = decision_table(rng, loaded(model), rules, max(args.runs // 2, 500), "loaded node (per-rep SD 12 %)")
-    result["loaded"] = {k: heavy[k] for k in ("false_accept", "false_accept_reruns3", "miss_at_min_gain",
-                                             "tier_accuracy", "expected_pairs")}
-    result["claims"] = claims_table(rng, model, rules, args.runs, paths + sorted(REAL_ENGINE.glob("*.json")))
-    result["model"] = model
-    print(json.dumps(result, sort_keys=True))
+    sd, df = fitted_pair_sd(paths)
+    g = profile.gate
+    print(f"profile {profile.name}: α {g.false_accept:.0%} false accept above {g.significance:.0%}, "
+          f"{g.false_slower:.0%} false slower, β {g.miss:.0%} at ±{g.min_gain:.1%}, {g.min_pairs}–{g.max_pairs} "
+          f"pairs, settle {g.settle_pairs}, step check at {g.step_level:.0%}; fitted pair SD {sd:.1%} "
+          f"({df} df, {len(paths)} receipts)")
+    runs = 100 if args.quick else args.runs
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="decision-quality-") as tmp:
+        result: dict[str, Any] = {"fitted": noise_block(rng, profile, sd, runs, Path(tmp) / "fitted")}
+        if not args.quick:
+            result["quiet"] = noise_block(rng, profile, QUIET_SD, runs, Path(tmp) / "quiet")
+        fitted_model = {"main_sd": sd / math.sqrt(2)}
+        result["claims"] = claims_table(rng, fitted_model, loaded.gate, runs,
+                                        paths + sorted(REAL_ENGINE.glob("*.json")))
+    head = {k: v for k, v in result["fitted"].items() if k != "tables"}
+    print(f"\n{time.monotonic() - started:.0f} s")
+    print(json.dumps({**head, "quiet": {k: v for k, v in result.get("quiet", {}).items() if k != "tables"},
+                      "claims": result["claims"], "runs": runs, "fitted_sd": sd}, sort_keys=True, default=float))
     return 0
 
 

@@ -22,9 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="console",
         description="Benchmark console for inference engines: builds main and a candidate from scratch, "
-                    "checks parity first, times interleaved reps, decides significance against the node's "
-                    "noise, and seals a receipt anyone can re-derive.",
-        epilog="Exit codes: 0 accepted or within noise, 1 rejected, 2 usage or profile error, "
+                    "checks parity first, times interleaved reps, adds pairs until the gain is decided at "
+                    "stated error rates, and seals a receipt anyone can re-derive.",
+        epilog="Exit codes: 0 accepted, none (no worthwhile change) or undecided, 1 rejected or slower, "
+               "2 usage or profile error, "
                "3 infrastructure failure (retry), 4 held for review, 130 interrupted.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -42,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--format", choices=["text", "jsonl"], default="text", help="headless output format")
         p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")
         p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
+        p.add_argument("--fresh", action="store_true", help="measure again although earlier rounds of the same "
+                       "candidate against the same main decided it: pool nothing with them")
 
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
     p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",

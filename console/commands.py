@@ -77,7 +77,7 @@ def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=
     out = (args.out or _default_out(profile)).resolve()
     cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
                       kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
-                      keep_work=args.keep_work)
+                      keep_work=args.keep_work, fresh=getattr(args, "fresh", False))
     return Round(cfg)
 
 
@@ -156,7 +156,8 @@ def cmd_resume(args) -> int:
     lock = Path(plan.get("lock_path") or Path(plan["out_dir"]) / "reference.lock")
     cfg = RoundConfig(profile=profile, main=spec_from_plan(plan["main"]), candidate=spec_from_plan(plan["candidate"]),
                       out_dir=Path(plan["out_dir"]), runtime=plan["runtime"], kind=plan["kind"],
-                      reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume)
+                      reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume,
+                      fresh=bool(plan.get("fresh")))
     args.runtime = plan["runtime"]
     return drive(Round(cfg), args)
 

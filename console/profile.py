@@ -244,6 +244,13 @@ class _Reader:
             raise ProfileError(self.path, self._key(k), f"expected a value in [{rng}], got {v!r}")
         return float(v) if not integer else int(v)
 
+    def rate(self, k: str, default: Any = ...) -> float:
+        """An error rate: strictly between 0 and 0.5 (0 decides nothing; 0.5 is a coin)."""
+        v = self.num(k, default)
+        if not 0.0 < v < 0.5:
+            raise ProfileError(self.path, self._key(k), f"expected an error rate in (0, 0.5), got {v!r}")
+        return float(v)
+
     def strs(self, k: str, default: Any = ..., nonempty: bool = False) -> tuple[str, ...]:
         v = self.get(k, list, default, "a list of strings")
         if v is default:
@@ -524,8 +531,11 @@ def load_profile(path: str | Path) -> Profile:
         overhead_margin=ga.num("overhead_margin", d.overhead_margin, lo=0.0),
         seek_memory_fraction=ga.num("seek_memory_fraction", d.seek_memory_fraction, lo=0.0, hi=1.0),
         guards=tuple(guards),
-        false_accept=ga.num("false_accept", d.false_accept, lo=1e-6, hi=0.2),
-        miss=ga.num("miss", d.miss, lo=1e-6, hi=0.5),
+        false_accept=ga.rate("false_accept", d.false_accept),
+        miss=ga.rate("miss", d.miss),
+        false_slower=ga.rate("false_slower", ga.table.get("false_accept", d.false_accept)),
+        step_level=ga.rate("step_level", d.step_level),
+        settle_pairs=ga.num("settle_pairs", d.settle_pairs, lo=0, hi=10_000, integer=True),
         min_gain=ga.num("min_gain", bands.s, lo=0.0),
         min_pairs=ga.num("min_pairs", d.min_pairs, lo=2, hi=10_000, integer=True),
         max_pairs=ga.num("max_pairs", d.max_pairs, lo=2, hi=10_000, integer=True),
@@ -540,6 +550,9 @@ def load_profile(path: str | Path) -> Profile:
                            f"({gate.kl_max}): the band is the KL over the bar that is adjudicated")
     if gate.slower not in ("reject", "record"):
         raise ProfileError(path, "gate.slower", f"expected 'reject' or 'record', got {gate.slower!r}")
+    if gate.settle_pairs > gate.max_pairs:
+        raise ProfileError(path, "gate.settle_pairs", f"expected at most gate.max_pairs ({gate.max_pairs}): "
+                           f"settling a tier is part of the pair budget, got {gate.settle_pairs}")
     if gate.min_pairs > gate.max_pairs:
         raise ProfileError(path, "gate.min_pairs", f"expected at most gate.max_pairs ({gate.max_pairs})")
     if gate.min_gain < gate.significance:

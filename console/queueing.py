@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import sources
+from . import sources, store
 from .core import apparatus
 from .core import queue as policy
 from .core.queue import State
@@ -271,6 +271,8 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
     follow(rnd, sink)
     # the round's first line is the diagnosis; its hints are for a person at a terminal
     message = ((ended[-1].message if ended else "") or "").split("\n", 1)[0]
+    if rnd.decided_by is not None and rnd.receipt is None:
+        return _decided_before(row, rnd, out, message, say)
     if rnd.receipt is None or rnd.receipt_path is None:
         code = int(rnd.exit_code)
         kind = {ExitCode.INTERRUPTED: "interrupted", ExitCode.USAGE: "refused"}.get(ExitCode(code), "infra")
@@ -293,6 +295,19 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
     return Finished(then.state, then.reason, int(rnd.exit_code),
                     fields={"receipt_id": rid, "results": str(out), "node": node},
                     detail={"receipt": rid, "results": str(out)})
+
+
+def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[str], None]) -> Finished:
+    """Earlier rounds of this very candidate against this main already decided it: the queue
+    records that decision (nothing new was measured) instead of booking the candidate again."""
+    rid, _round_id, outcome, code = rnd.decided_by
+    verdict = (store.ledger_receipts(out).get(rid) or {}).get("verdict") or {}
+    codes = [r.get("code", "") for r in verdict.get("reasons") or []]
+    parity_passed = not any(c.startswith(("parity", "scored-path", "timed-path")) for c in codes)
+    then = policy.after_round(outcome, verdict.get("tier"), parity_passed)
+    say(f"#{row.id}: {then.state.value}: {message}")
+    return Finished(then.state, f"{then.reason} ({message.split(':', 1)[0]})", int(code),
+                    fields={"receipt_id": rid, "results": str(out)}, detail={"receipt": rid, "results": str(out)})
 
 
 def remove_images(receipt: dict[str, Any]) -> list[str]:

@@ -18,7 +18,7 @@ from .core.progress import Tracker, build_step, duration
 from .core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
-HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no gain worth a tier)",
+HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",
              "slower": "SLOWER (decided: slower than main)", "undecided": "UNDECIDED (budget spent)",
              "noise": "NOISE (this node's floor)",
              "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
@@ -217,17 +217,23 @@ def source_text(src: dict) -> str:
 # --- files written beside the receipt ----------------------------------------
 
 def junit_xml(receipt: dict, verdict: dict) -> str:
-    """One test case per gate stage, so CI dashboards show where a round stopped."""
+    """One test case per gate stage, so CI dashboards show where a round stopped. A reason is a
+    failure only when the verdict fails the job (its exit code); an outcome that exits 0 (none,
+    undecided, slower recorded) states its reasons as the stage's output instead."""
     stages: dict[str, list] = {"parity": [], "claims": [], "guards": [], "verdict": []}
     for r in verdict.get("reasons", []):
         stages[stage_of(str(r.get("code", "")))].append(r)
+    fails = verdict.get("exit_code") not in (0, None)
     suite = ET.Element("testsuite", name=f"bench-console round {receipt.get('round_id', '')}",
-                       tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs)))
+                       tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs) if fails else 0))
     classname = f"bench-console.{(receipt.get('profile') or {}).get('name', '?')}"
     for name, rs in stages.items():
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
         for r in rs:
-            ET.SubElement(case, "failure", message=str(r.get("message", "")))
+            if fails:
+                ET.SubElement(case, "failure", message=str(r.get("message", "")))
+            else:
+                ET.SubElement(case, "system-out").text = f"{verdict.get('outcome')}: {r.get('message', '')}"
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
@@ -256,7 +262,10 @@ def markdown_summary(receipt: dict, verdict: dict) -> str:
         iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
         pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
         gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
-        lines += ["", f"Decided on {d['pairs']} pairs{pooled}: gain {gain}, interval [{iv}] at the "
+        said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.get("outcome"), "Not decided")
+        settle = (receipt.get("sequential") or {}).get("decided_at")
+        when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
+        lines += ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
                       f"{1 - s.get('confidence', 0.99):.0%} false-accept level ({s.get('method')})."]
         plan = (receipt.get("sequential") or {}).get("preview")
         if isinstance(plan, dict) and plan.get("decidable_gain") is not None:

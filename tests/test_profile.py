@@ -52,6 +52,12 @@ def test_rules_round_trip_through_a_receipt_table():
     (lambda t: t.replace('[image]\nbase = "bench-console/base:bookworm-gcc"\n', "[image]\n"), "image.base", "missing"),
     (lambda t: t.replace("bands = { s = 0.035, m = 0.06", "bands = { s = 0.07, m = 0.06"), "gate.bands", "strictly increasing"),
     (lambda t: t + "\n[extra]\nx = 1\n", "extra", "unknown key"),
+    (lambda t: t.replace("false_accept = 0.01", "false_accept = 0.5"), "gate.false_accept", "error rate in (0, 0.5)"),
+    (lambda t: t.replace("miss = 0.05", "miss = 0"), "gate.miss", "error rate in (0, 0.5)"),
+    (lambda t: t.replace("false_slower = 0.01", "false_slower = 0.7"), "gate.false_slower", "error rate"),
+    (lambda t: t.replace("min_gain = 0.035", "min_gain = 0.01"), "gate.min_gain", "at least gate.significance"),
+    (lambda t: t.replace("settle_pairs = 4", "settle_pairs = 40"), "gate.settle_pairs",
+     "at most gate.max_pairs (32)"),
     (lambda t: t.replace("name = \"demo\"", "name = "), "(syntax)", "valid TOML"),
 ])
 def test_bad_profiles_name_file_key_and_expectation(tmp_path, edit, key, expected):

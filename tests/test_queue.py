@@ -210,3 +210,18 @@ def test_a_followed_round_asks_the_queue_from_the_viewers_thread(tmp_path):
         t.start()
         t.join()
     assert seen == [True, False]
+
+
+def test_a_candidate_an_earlier_round_decided_is_recorded_as_decided_not_requeued(tmp_path):
+    from types import SimpleNamespace
+
+    from console import store as results
+    from core.receipts import OUTCOME_RECEIPTS
+    rid = results.seal_into(tmp_path, OUTCOME_RECEIPTS["slower"]())
+    rnd = SimpleNamespace(decided_by=(rid, "r1", "slower", 1))
+    said: list[str] = []
+    done = queueing._decided_before(SimpleNamespace(id=7), rnd, tmp_path, "decided by round r1 (receipt …)",
+                                    said.append)
+    assert done.state is State.NOT_MERGEABLE and done.code == 1 and "slower than main" in done.reason
+    assert said and said[0].startswith("#7: ")
+    assert done.fields["receipt_id"] == rid

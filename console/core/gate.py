@@ -478,6 +478,11 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
                                       figure=f"guard:{g.name}", bar=row["min_allowed"], value=med))
         elif (breach := _guard_breach(c, g, floor, source, rules, row)) is not None:
             reasons.append(breach)
+        elif row.get("lower") is not None and row["lower"] < row["min_allowed"]:
+            warnings.append(warning("guard-uncertain", f"guard {g.name} (depth {g.depth}): {_pct(med / floor - 1)} "
+                                    f"[{_pct(row['lower'] / floor - 1)}, {_pct(row['upper'] / floor - 1)}] against "
+                                    f"its floor ({source}); the interval reaches below the {_pct(-g.max_drop)} "
+                                    "allowed, so a breach is possible but not decided: not rejected"))
         if source == "lock" and main_med is not None and main_med > floor * (1 + rules.significance):
             warnings.append(warning("guard-floor-stale",
                                     f"guard {g.name}: main measures {_pct(row['main_median'] / floor - 1)} above "
@@ -504,7 +509,7 @@ def _guard_breach(c: Counted, g: Any, floor: float, source: str, rules: GateRule
         return None
     level = rules.false_accept
     upper = scale * stats.geometric_bound(values, level, "upper")
-    row.update(upper=upper, level=level)
+    row.update(upper=upper, level=level, lower=scale * stats.geometric_bound(values, level, "lower"))
     if upper >= row["min_allowed"]:
         return None
     med = row["candidate_median"]
@@ -602,19 +607,66 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     if (held := _implausible(speed)) is not None:
         return verdict("implausible", [held], speed, would_be_tier=d.tier)
     if d.state == "conflict":
-        return verdict("infra", [reason("rounds-disagree", "this round's pairs contradict the earlier rounds of the "
-                                        "same candidate pooled with it: no gain is consistent with all of them, so "
-                                        "the node changed between them", build=None)], speed)
+        return verdict("infra", [_conflict(d)], speed)
+    if r.decision_rules >= 3:
+        if (shift := sequential.step_change(log_ratios(c), rules.step_level)) is not None:
+            speed.shift = shift.to_dict()
+            if not shift.agrees(d, design_of(rules, 3), basis_of(c, r.lock, rules)):
+                return verdict("infra", [reason("step-change", f"{shift.sentence()}: the node changed mid-round "
+                                                "and the two sides do not point to one outcome; run it again on a "
+                                                "quiet node", build=None, figure="shift", bar=rules.step_level,
+                                                value=shift.p)], speed)
+            warnings.append(warning("step-change", f"{shift.sentence()}: the node changed mid-round, but each side "
+                                                   f"alone points to `{d.state}` as well, so the outcome stands"))
+        _decision_warnings(r, d, speed, rules, warnings)
     if d.state == "accepted":
         return verdict("accepted", [], speed, tier=d.tier, tier_span=list(d.span) if d.span else None)
     if d.state == "slower":
         return verdict("slower", [_slower(d, rules)], speed, slower_rejects=rules.slower == "reject")
     if d.state == "none":
-        return verdict("none", [reason("no-gain", f"decided: the gain is below {rules.min_gain:.1%}, the smallest "
-                                       f"the profile cares about (upper end {_pct(d.basis_upper_miss)} at the "
-                                       f"{rules.miss:.0%} miss rate; estimate {_pct(d.gain)})",
-                                       figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)], speed)
+        return verdict("none", [_no_change(d, rules, r.decision_rules)], speed)
     return verdict("undecided", [_undecided(d, speed, rules)], speed)
+
+
+def _conflict(d: sequential.Decision) -> Reason:
+    lo, hi = d.interval
+    if d.conflict == "narrowed":
+        return reason("interval-empty", f"the interval emptied after {d.pairs} pairs: its lower end {_pct(lo)} is above "
+                                        f"its upper end {_pct(hi)} (each end the tightest seen so far), so no single "
+                                        "gain fits this round's pairs: the node changed mid-round", build=None,
+                      figure="interval", bar=hi, value=lo)
+    return reason("rounds-disagree", "this round's pairs contradict the earlier rounds of the same candidate pooled "
+                                     f"with it ({d.prior_pairs} pairs): no gain is consistent with all of them, so the "
+                                     "node changed between them", build=None)
+
+
+def _decision_warnings(r: Receipt, d: sequential.Decision, speed: Speed, rules: GateRules, warnings: list) -> None:
+    """What the verdict must say beside a decided outcome (rules 3): an unsettled tier, a basis
+    whose denominator was not measured with the stated rate, a round measured afresh."""
+    if d.state == "accepted" and d.span:
+        warnings.append(warning("tier-span", f"the tier is {d.span[0]} at least: the basis interval "
+                                             f"{_shown(d.basis_interval)} spans {d.span[0]}–{d.span[1]} (the settle "
+                                             f"budget of {rules.settle_pairs} pairs did not narrow it to one band)"))
+    if d.state == "accepted" and (speed.frontier_source == "lock" or speed.basis_kind == "anchor"):
+        what = "the anchor" if speed.basis_kind == "anchor" else "the lock's frontier pin"
+        warnings.append(warning("basis-unmeasured", f"the tier basis is against {what}, through main's median this "
+                                                    "round taken as exact: the stated false-accept rate covers the "
+                                                    "gain against main, not main's own uncertainty in the basis"))
+    seq = r.sequential or Sequential()
+    if seq.fresh:
+        warnings.append(warning("fresh", "measured afresh (--fresh): earlier rounds of this candidate were not "
+                                         "pooled, so the false-accept rate holds for this round alone"))
+
+
+def _no_change(d: sequential.Decision, rules: GateRules, version: int) -> Reason:
+    if version < 3:
+        said = (f"decided: the gain is below {rules.min_gain:.1%}, the smallest the profile cares about (upper end "
+                f"{_pct(d.basis_upper_miss)} at the {rules.miss:.0%} miss rate; estimate {_pct(d.gain)})")
+    else:
+        said = (f"decided: no gain of {rules.min_gain:.1%} or more and no regression of as much (interval "
+                f"[{_pct(d.lower_miss)}, {_pct(d.basis_upper_miss)}] at the {rules.miss:.0%} miss rate; estimate "
+                f"{_pct(d.gain)})")
+    return reason("no-gain", said, figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)
 
 
 def _implausible(speed: Speed) -> Reason | None:
@@ -633,18 +685,22 @@ def _shown(iv: tuple[float, float]) -> str:
 
 def _slower(d: sequential.Decision, rules: GateRules) -> Reason:
     verb = "rejected" if rules.slower == "reject" else "recorded, not rejected (gate.slower = \"record\")"
-    return reason("slower", f"decided: slower than main, gain {_pct(d.gain)}, interval {_shown(d.interval)} "
-                            f"at the {rules.false_accept:.0%} level; {verb}",
-                  figure="gain", bar=0.0, value=d.interval[1])
+    upper = d.upper_slower if math.isfinite(d.upper_slower) else d.interval[1]
+    return reason("slower", f"decided: slower than main, gain {_pct(d.gain)}, at most {_pct(upper)} at the "
+                            f"{rules.false_slower:.0%} false-slower level; {verb}",
+                  figure="gain", bar=0.0, value=upper)
 
 
 def _undecided(d: sequential.Decision, speed: Speed, rules: GateRules) -> Reason:
     pooled = f" (with {d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
     need = (f"; at this noise a decision needs about {speed.needed_pairs} pairs in all" if speed.needed_pairs
             else "; at this noise and gain no budget decides it")
+    within = (f"nor decided within ±{rules.min_gain:.1%} (at the {rules.miss:.0%} miss rate: "
+              f"{_shown((d.lower_miss, d.basis_upper_miss))})" if math.isfinite(d.lower_miss) or d.pairs == 0
+              else f"nor decided below {rules.min_gain:.1%}")
     return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.gain)}, "
                                f"interval {_shown(d.interval)} at the {rules.false_accept:.0%} level, neither above "
-                               f"{rules.significance:.1%} nor decided below {rules.min_gain:.1%}{need}",
+                               f"{rules.significance:.1%} {within}{need}",
                   figure="interval", bar=rules.significance, value=d.basis_interval[0])
 
 
@@ -663,8 +719,9 @@ def log_ratios(c: Counted) -> list[float]:
     return [math.log(float(cr.value) / float(mr.value)) for mr, cr in pairs_of(c)]
 
 
-def design_of(rules: GateRules) -> sequential.Design:
-    return sequential.Design.of(rules)
+def design_of(rules: GateRules, version: int = 3) -> sequential.Design:
+    """The sequential design of ``rules`` under decision rules ``version`` (the receipt's)."""
+    return sequential.Design.of(rules, version)
 
 
 def basis_of(c: Counted, lock: Pins, rules: GateRules) -> sequential.Basis:
@@ -680,7 +737,8 @@ def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequenti
     if c.problems["main"] or c.problems["candidate"]:
         return None
     prior = [p.log_ratios for p in r.sequential.prior] if r.sequential else []
-    d = sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules), basis_of(c, r.lock, rules), rules.bands)
+    d = sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules, r.decision_rules),
+                                basis_of(c, r.lock, rules), rules.bands)
     d.pending = unresolved_claim(c)
     return d
 
@@ -704,7 +762,7 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
     seq = r.sequential or Sequential()
     prior = [p.log_ratios for p in seq.prior]
     basis = basis_of(c, lock, rules)
-    design = design_of(rules)
+    design = design_of(rules, r.decision_rules)
     d = sequential.decide_pairs(prior + [xs], design, basis, rules.bands)
     main_med, cand_med = stats.median(main), stats.median(cand)
     node = _node_noise(lock)
@@ -762,8 +820,9 @@ def _sequential_warnings(r: Receipt, xs: list[float], node: sequential.PairNoise
     seq = r.sequential or Sequential()
     if seq.prior:
         n = sum(len(p.log_ratios) for p in seq.prior)
+        cited = ", ".join(p.round_id for p in seq.prior[-3:]) + (", …" if len(seq.prior) > 3 else "")
         warnings.append(warning("pooled", f"rerun: pooled with {len(seq.prior)} earlier round(s) of this candidate "
-                                          f"({n} pairs); one confidence sequence runs across them, so the "
+                                          f"({cited}; {n} pairs); one confidence sequence runs across them, so the "
                                           f"{rules.false_accept:.0%} false-accept rate holds however often it is rerun"))
     if node is None:
         warnings.append(warning("noise-unmeasured", "this node's pair noise has not been measured (run "

@@ -145,7 +145,7 @@ def after_round(outcome: str, tier: str | None, parity_passed: bool, message: st
         return Outcome(State.MERGEABLE, f"accepted, tier {tier.upper()}")
     if outcome == "held":
         return Outcome(State.REVIEW, f"held for review: {message}" if message else "held for review")
-    why = {"accepted": "accepted without a tier", "none": "no gain beyond noise", "undecided": "undecided",
+    why = {"accepted": "accepted without a tier", "none": "no gain or regression worth a tier", "undecided": "undecided",
            "slower": "slower than main", "rejected": "rejected"}.get(outcome, outcome)
     if not parity_passed and outcome != "rejected":
         why += "; parity did not pass"

@@ -17,8 +17,9 @@ from console.core.parity import DepthFigures
 from console.core.rules import GateRules, rules_from_dict
 
 SCHEMA_1 = "bench-console/receipt/1"   # fixed reps; judged by the median gain against a threshold
-SCHEMA = "bench-console/receipt/2"     # reps until decided (console.core.sequential)
-SCHEMAS = (SCHEMA_1, SCHEMA)           # the receipt schemas this version reads
+SCHEMA_2 = "bench-console/receipt/2"   # reps until decided; `none` on the upper end alone
+SCHEMA = "bench-console/receipt/3"     # three outcomes at stated rates, own minimum pairs, step check
+SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)  # the receipt schemas this version reads
 
 BUILDS = ("main", "candidate")
 KINDS = ("round", "noise")
@@ -432,12 +433,18 @@ class Sequential:
     prior: list[PriorRound] = field(default_factory=list)
     experiment: str = ""                # what makes rounds pool: profile, node, metric, both tree hashes
     preview: dict[str, Any] | None = None   # sequential.Preview, as planned from the node's noise
-    stopped: str = ""                   # "decided" | "budget-pairs" | "budget-minutes" | "claims" | ""
+    stopped: str = ""                   # "decided" | "settle-budget" | "budget-pairs" | "budget-minutes" | "claims"
     minutes: float | None = None        # wall minutes the timed pairs took
+    decided_at: int | None = None       # the pair after which the outcome was decided
+    settle_pairs: int | None = None     # the budget for settling an accepted tier's band after that
+    fresh: bool = False                 # --fresh: earlier rounds of the experiment were not pooled
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prior": [p.to_dict() for p in self.prior], "experiment": self.experiment,
-                "preview": self.preview, "stopped": self.stopped, "minutes": self.minutes}
+        d = {"prior": [p.to_dict() for p in self.prior], "experiment": self.experiment,
+             "preview": self.preview, "stopped": self.stopped, "minutes": self.minutes}
+        if self.settle_pairs is not None:       # schema 3 on
+            d.update(decided_at=self.decided_at, settle_pairs=self.settle_pairs, fresh=self.fresh)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Sequential | None":
@@ -445,7 +452,8 @@ class Sequential:
             return None
         return cls(prior=[PriorRound.from_dict(p) for p in d.get("prior") or []],
                    experiment=str(d.get("experiment") or ""), preview=d.get("preview"),
-                   stopped=str(d.get("stopped") or ""), minutes=_opt_float(d.get("minutes")))
+                   stopped=str(d.get("stopped") or ""), minutes=_opt_float(d.get("minutes")),
+                   decided_at=d.get("decided_at"), settle_pairs=d.get("settle_pairs"), fresh=bool(d.get("fresh")))
 
 
 # --- the receipt -----------------------------------------------------------------------------
@@ -481,6 +489,11 @@ class Receipt:
     def legacy(self) -> bool:
         """A schema-1 receipt: judged by the fixed-reps rules it was sealed under."""
         return self.schema == SCHEMA_1
+
+    @property
+    def decision_rules(self) -> int:
+        """Which sequential rules decide it (``sequential.Design.rules``): those it was sealed under."""
+        return 2 if self.schema == SCHEMA_2 else 3
 
     @property
     def rules(self) -> GateRules:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from console.core.gate import counted, decide, log_ratios
@@ -21,32 +22,91 @@ from console.core.receipt import SCHEMA_1, PriorRound, ProfileRecord, as_receipt
 
 # Outcomes whose pairs the gate read: anything else never reached the speed decision.
 POOLED_OUTCOMES = frozenset({"accepted", "none", "slower", "undecided", "implausible"})
+# Outcomes that settle an experiment: a rerun after one of these has nothing left to decide.
+DECIDED_OUTCOMES = frozenset({"accepted", "none", "slower"})
+
+
+def experiment_key(profile: ProfileRecord, trees: Mapping[str, str | None]) -> dict[str, Any]:
+    """What must be equal for rounds to pool, field by field."""
+    bench = profile.bench
+    return {"profile": profile.name, "node": profile.node, "metric": bench.get("metric"),
+            "depth": bench.get("depth"), "tokens": bench.get("tokens"), "main": trees.get("main"),
+            "candidate": trees.get("candidate")}
 
 
 def experiment(profile: ProfileRecord, trees: Mapping[str, str | None]) -> str:
     """The identity of what a round measures: what must be equal for rounds to pool."""
-    bench = profile.bench
-    key = {"profile": profile.name, "node": profile.node, "metric": bench.get("metric"),
-           "depth": bench.get("depth"), "tokens": bench.get("tokens"), "main": trees.get("main"),
-           "candidate": trees.get("candidate")}
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(experiment_key(profile, trees), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LookBack:
+    """What a new round of an experiment finds in the ledger before it measures anything."""
+    prior: list[PriorRound]                 # rounds whose pairs pool with this one, in ledger order
+    decided_by: tuple[str, str, str, int] | None  # (ledger id, round id, outcome, its exit code) when decided
+    others: list[str]                       # why rounds of the same profile here do not pool
+
+    def decided_sentence(self) -> str:
+        rid, round_id, outcome, _ = self.decided_by or ("", "", "", 0)
+        return (f"decided by round {round_id} (receipt {rid[:12]}, {outcome}), with {len(self.prior)} round(s) "
+                f"and {sum(len(p.log_ratios) for p in self.prior)} pairs pooled: nothing new was measured or sealed. "
+                "Rerun with --fresh to measure again (a fresh round does not pool with them)")
+
+
+def look_back(ledger: Mapping[str, Mapping[str, Any]], profile: ProfileRecord, trees: Mapping[str, str | None],
+              fresh: bool = False) -> LookBack:
+    """The experiment's earlier rounds: those that pool (from its latest --fresh round on), whether
+    they already decided it, and why other rounds of this profile in the same ledger do not pool."""
+    exp, key = experiment(profile, trees), experiment_key(profile, trees)
+    others = [_why_apart(rid, d, key) for rid, d in ledger.items()
+              if _complete_round(d) and (d.get("profile") or {}).get("name") == profile.name
+              and not _of_experiment(d, exp)]
+    if fresh:
+        return LookBack([], None, others)
+    prior, last = _pooled(ledger, exp)
+    decided = last if last is not None and last[2] in DECIDED_OUTCOMES else None
+    return LookBack(prior, decided, others)
 
 
 def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str) -> list[PriorRound]:
     """The experiment's earlier sealed rounds whose pairs the gate read, in ledger order."""
-    out = []
+    return _pooled(ledger, exp)[0]
+
+
+def _complete_round(d: Mapping[str, Any]) -> bool:
+    return d.get("kind") == "round" and d.get("status") == "complete"
+
+
+def _of_experiment(d: Mapping[str, Any], exp: str) -> bool:
+    return (_complete_round(d) and d.get("schema") != SCHEMA_1
+            and (d.get("sequential") or {}).get("experiment") == exp)
+
+
+def _pooled(ledger: Mapping[str, Mapping[str, Any]],
+            exp: str) -> tuple[list[PriorRound], tuple[str, str, str, int] | None]:
+    """The rounds of ``exp`` that pool, from its latest fresh round on, and the last one's outcome."""
+    rids: list[str] = []
     for rid, d in ledger.items():
-        if d.get("kind") != "round" or d.get("schema") == SCHEMA_1 or d.get("status") != "complete":
-            continue
-        if (d.get("sequential") or {}).get("experiment") != exp:
-            continue
-        r = as_receipt(d)
-        if decide(r, r.rules).outcome not in POOLED_OUTCOMES:
-            continue
-        xs = log_ratios(counted(r, r.rules))
+        if _of_experiment(d, exp):
+            rids = [rid] if (d.get("sequential") or {}).get("fresh") else rids + [rid]
+    prior, last = [], None
+    for rid in rids:
+        r = as_receipt(ledger[rid])
+        v = decide(r, r.rules)
+        xs = log_ratios(counted(r, r.rules)) if v.outcome in POOLED_OUTCOMES else []
         if xs:
-            out.append(PriorRound(receipt=rid, round_id=r.round_id, log_ratios=xs))
-    return out
+            prior.append(PriorRound(receipt=rid, round_id=r.round_id, log_ratios=xs))
+            last = (rid, r.round_id, v.outcome, v.exit_code)
+    return prior, last
+
+
+def _why_apart(rid: str, d: Mapping[str, Any], key: Mapping[str, Any]) -> str:
+    r = as_receipt(d)
+    theirs = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()})
+    differ = [f"{k} {str(theirs[k])[:12]} not {str(key[k])[:12]}" for k in key if theirs.get(k) != key[k]]
+    if r.schema == SCHEMA_1:
+        differ.append("sealed under schema 1 (fixed reps), which does not pool")
+    return f"round {r.round_id} ({rid[:12]}): " + ("; ".join(differ) or "not sealed with an experiment")
 
 
 def prior_problems(ledger: Mapping[str, Mapping[str, Any]]) -> list[Problem]:

@@ -61,6 +61,9 @@ class GateRules:
     mixture: float = 1.0                # c² of the t-mixture: where the sequence is tightest (8-30 pairs at 1)
     planning_noise: float = 0.05        # pair noise (log SD) assumed for planning when the node has no record
     slower: str = "reject"              # a candidate decided slower than main: "reject" (exit 1) or "record" (exit 0)
+    false_slower: float = 0.01          # chance of calling `slower` a candidate that is not slower than main
+    settle_pairs: int = 4               # pairs spent, once accepted, to settle the tier's band (then the span is said)
+    step_level: float = 0.01            # chance that the step-change check ends an honest round `infra`
     claim_false_refusal: float = 0.001  # chance that a claim check refuses an honest build
 
 

@@ -47,6 +47,7 @@ from scipy import special
 
 METHOD = "t-mixture confidence sequence (Lai 1976), e-values multiplied across reruns"
 _GRID = 256            # points scanned between round means (several rounds only)
+_EMPTY = 1e-9          # log scale: ends this close are one point (identical pairs), not an empty set
 
 
 # --- the e-value of one round --------------------------------------------------------
@@ -143,14 +144,16 @@ def sequence_at(rounds: Sequence[Stats], alpha: float, c2: float) -> tuple[float
 
 
 def running_sequence(rounds: Sequence[Sequence[float]], alpha: float, c2: float,
-                     min_pairs: int = 2) -> list[tuple[float, float]]:
+                     min_pairs: int = 2, own_minimum: bool = False) -> list[tuple[float, float]]:
     """The sequence after each pair of the last round (earlier rounds whole), intersected
     over n: entry k is the set after the last round's (k+1)-th pair. Looks before
-    ``min_pairs`` pairs in all are skipped (the set is unbounded there anyway)."""
+    ``min_pairs`` pairs are skipped (the set is unbounded there anyway): pairs in all, or with
+    ``own_minimum`` this round's own pairs, so a rerun never stops on its earlier rounds alone.
+    An intersection that has become empty (lower end above upper end) is returned as it is."""
     rounds = [list(r) for r in rounds] or [[]]
     before = [stats_of(r) for r in rounds[:-1]]
     last = np.asarray(rounds[-1], dtype=float)
-    prior_n = sum(n for n, _, _ in before)
+    prior_n = 0 if own_minimum else sum(n for n, _, _ in before)
     sx, sxx = np.cumsum(last), np.cumsum(last * last)
     out: list[tuple[float, float]] = []
     lo, hi = -math.inf, math.inf
@@ -168,20 +171,27 @@ def running_sequence(rounds: Sequence[Sequence[float]], alpha: float, c2: float,
 
 @dataclass(frozen=True)
 class Design:
-    """What a sequential decision needs from the profile (``GateRules``)."""
+    """What a sequential decision needs from the profile (``GateRules``).
+
+    ``rules`` is the version of the decision rules: 3 (this one) decides three ways and looks
+    only after a round's own ``min_pairs``; 2 is how schema-2 receipts were decided (``none``
+    on the upper end alone, looks counted over pooled pairs), kept so they re-derive."""
     false_accept: float = 0.01      # α: chance of accepting a candidate no faster than ``significance``
-    miss: float = 0.05              # β: chance of calling ``none`` on a true gain of ``min_gain``
+    miss: float = 0.05              # β: chance of ``none`` on a true gain (or regression) of ``min_gain``
     significance: float = 0.02      # the least gain that can be accepted
-    min_gain: float = 0.035         # the smallest gain the profile cares about
+    min_gain: float = 0.035         # the smallest gain (and regression) the profile cares about
     min_pairs: int = 4
     max_pairs: int = 32
     mixture: float = 1.0            # c²
+    false_slower: float = 0.01      # chance of calling ``slower`` a candidate that is not slower
+    rules: int = 3
 
     @classmethod
-    def of(cls, rules: Any) -> "Design":
+    def of(cls, rules: Any, version: int = 3) -> "Design":
         return cls(false_accept=rules.false_accept, miss=rules.miss, significance=rules.significance,
                    min_gain=rules.min_gain, min_pairs=rules.min_pairs, max_pairs=rules.max_pairs,
-                   mixture=rules.mixture)
+                   mixture=rules.mixture, false_slower=getattr(rules, "false_slower", rules.false_accept),
+                   rules=version)
 
 
 @dataclass(frozen=True)
@@ -242,6 +252,14 @@ class Decision:
     span: tuple[str, str] | None = None   # bands the basis interval spans when not settled
     settled: bool = False           # nothing left to learn within this design
     pending: str | None = None      # why the round must not stop yet although the speed is decided
+    lower_miss: float = -math.inf   # the gain's lower end at level β (``none`` needs it above −min_gain)
+    upper_slower: float = math.inf  # the gain's upper end at the false-slower level (``slower`` below 0)
+    conflict: str | None = None     # "rounds": pooled rounds contradict; "narrowed": the interval emptied
+
+    @property
+    def decided(self) -> bool:
+        """Whether the outcome is decided (an accepted tier may still be settling)."""
+        return self.state != "open"
 
     @property
     def done(self) -> bool:
@@ -261,14 +279,18 @@ def trajectory(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, 
     the verdict both read this; the verdict is its last entry."""
     rounds = [list(r) for r in rounds] or [[]]
     prior = sum(len(r) for r in rounds[:-1])
-    seq_a = running_sequence(rounds, design.false_accept, design.mixture, design.min_pairs)
-    seq_b = running_sequence(rounds, design.miss, design.mixture, design.min_pairs)
+    own = design.rules >= 3
+
+    def seq(level: float) -> list[tuple[float, float]]:
+        return running_sequence(rounds, level, design.mixture, design.min_pairs, own_minimum=own)
+    seq_a, seq_b = seq(design.false_accept), seq(design.miss)
+    seq_s = seq_a if design.false_slower == design.false_accept or not own else seq(design.false_slower)
     before = [x for r in rounds[:-1] for x in r]
     total = np.cumsum(np.asarray(rounds[-1], dtype=float)) + math.fsum(before)
     out = []
-    for k, ((lo_a, hi_a), (_, hi_b)) in enumerate(zip(seq_a, seq_b), start=1):
+    for k, (ends_a, ends_b, ends_s) in enumerate(zip(seq_a, seq_b, seq_s), start=1):
         est = _gain(float(total[k - 1]) / (prior + k))
-        out.append(_judge(k, prior, est, lo_a, hi_a, hi_b, design, basis, bands))
+        out.append(_judge(k, prior, est, ends_a, ends_b, ends_s[1], design, basis, bands))
     return out
 
 
@@ -278,17 +300,24 @@ def decide_pairs(rounds: Sequence[Sequence[float]], design: Design, basis: Basis
     if steps:
         return steps[-1]
     prior = sum(len(r) for r in rounds[:-1]) if rounds else 0
-    return _judge(0, prior, math.nan, -math.inf, math.inf, math.inf, design, basis, bands)
+    unbounded = (-math.inf, math.inf)
+    return _judge(0, prior, math.nan, unbounded, unbounded, math.inf, design, basis, bands)
 
 
-def _judge(pairs: int, prior: int, est: float, lo_a: float, hi_a: float, hi_b: float,
-           design: Design, basis: Basis, bands: Any) -> Decision:
+def _judge(pairs: int, prior: int, est: float, ends_a: tuple[float, float], ends_b: tuple[float, float],
+           hi_s: float, design: Design, basis: Basis, bands: Any) -> Decision:
+    (lo_a, hi_a), (lo_b, hi_b) = ends_a, ends_b
     g_lo, g_hi, g_hi_b = _gain(lo_a), _gain(hi_a), _gain(hi_b)
     b_lo, b_hi, b_hi_b = basis.of(g_lo), basis.of(g_hi), basis.of(g_hi_b)
-    d = Decision("open", pairs, prior, est, (g_lo, g_hi), g_hi_b, (b_lo, b_hi), b_hi_b)
+    d = Decision("open", pairs, prior, est, (g_lo, g_hi), g_hi_b, (b_lo, b_hi), b_hi_b,
+                 lower_miss=_gain(lo_b), upper_slower=_gain(hi_s))
+    three = design.rules >= 3
     if math.isnan(lo_a):
-        d.state, d.settled = "conflict", True
-    elif g_hi < 0:
+        d.state, d.settled, d.conflict = "conflict", True, "rounds"
+    elif three and (lo_a - hi_a > _EMPTY or lo_b - hi_b > _EMPTY):
+        # the intersection over n emptied: no single mean fits the round's pairs at every n
+        d.state, d.settled, d.conflict = "conflict", True, "narrowed"
+    elif (_gain(hi_s) if three else g_hi) < 0:
         d.state, d.settled = "slower", True
     elif b_lo > design.significance and not math.isclose(b_lo, design.significance, rel_tol=1e-12):
         # (a gain equal to the bar within floating-point error is not above it)
@@ -298,7 +327,7 @@ def _judge(pairs: int, prior: int, est: float, lo_a: float, hi_a: float, hi_b: f
         d.settled = top == d.tier
         if not d.settled:
             d.span = (d.tier, top)
-    elif b_hi_b < design.min_gain:
+    elif b_hi_b < design.min_gain and (not three or d.lower_miss > -design.min_gain):
         d.state, d.settled = "none", True
     return d
 
@@ -314,8 +343,9 @@ def half_width(n: int, sd: float, alpha: float, c2: float) -> float:
 
 
 def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000) -> int | None:
-    """About how many pairs decide a true ``gain`` (accept above ``significance``, or ``none``
-    below ``min_gain``) with chance 1 − β, at pair-noise ``sd``; None beyond ``limit``."""
+    """About how many pairs decide a true ``gain`` (accept above ``significance``, ``slower``
+    below zero, or ``none`` inside ±``min_gain``) with chance 1 − β, at pair-noise ``sd``; None
+    beyond ``limit``."""
     theta = math.log1p(gain)
     z = float(special.ndtri(1.0 - design.miss))
     accept_bar, none_bar = math.log1p(design.significance), math.log1p(design.min_gain)
@@ -324,7 +354,9 @@ def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000)
         hw_a = half_width(n, sd, design.false_accept, design.mixture)
         hw_b = half_width(n, sd, design.miss, design.mixture)
         wobble = z * sd / math.sqrt(n)
-        if theta - wobble - hw_a > accept_bar or theta + wobble + hw_b < none_bar:
+        hw_s = half_width(n, sd, design.false_slower, design.mixture)
+        if (theta - wobble - hw_a > accept_bar or theta + wobble + hw_s < 0.0
+                or (theta + wobble + hw_b < none_bar and theta - wobble - hw_b > -none_bar)):
             return n
         n += 1 if n < 64 else max(1, n // 16)
     return None
@@ -415,3 +447,68 @@ def noisier_than(xs: Sequence[float], node: PairNoise, level: float = 0.01) -> f
     sd = float(x.std(ddof=1))
     f = (sd / node.sd) ** 2
     return sd if f > float(special.fdtri(len(x) - 1, node.df, 1.0 - level)) else None
+
+
+# --- a change of level within a round -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Shift:
+    """Evidence that the paired ratio changed level mid-round: the node (or one build's
+    environment) moved, so no single gain describes the round's pairs."""
+    at: int                         # the change falls after this many pairs
+    pairs: int
+    before: float                   # gain over pairs 1..at
+    after: float                    # gain over the rest
+    t: float
+    p: float                        # two-sided, Bonferroni over every split tried
+    level: float
+
+    def sentence(self) -> str:
+        return (f"the paired ratio changed level after pair {self.at} of {self.pairs}: gain {self.before:+.1%} "
+                f"before, {self.after:+.1%} after (t = {self.t:.2f}, p = {self.p:.2g} over every split, "
+                f"below {self.level:.2g})")
+
+    def agrees(self, d: Decision, design: Design, basis: Basis) -> bool:
+        """Whether the pairs on each side of the change, taken alone, point to the outcome the
+        whole round decided: a slowdown on both sides, a basis above the bar on both, a change
+        inside ±min_gain on both. Only then does the shift not bear on the outcome."""
+        sides = (self.before, self.after)
+        if d.state == "slower":
+            return all(g < 0 for g in sides)
+        if d.state == "accepted":
+            return all(basis.of(g) > design.significance for g in sides)
+        if d.state == "none":
+            return all(-design.min_gain < g < design.min_gain for g in sides)
+        return False            # undecided: its pairs must not pool into a later round
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_change(xs: Sequence[float], level: float, min_segment: int = 3) -> Shift | None:
+    """The largest two-sample t over every split of the round's pairs into a before and an
+    after of at least ``min_segment`` pairs each (pooled within-segment SD), Bonferroni
+    corrected over the splits; a Shift when that p is below ``level``. One test per round (the
+    verdict's), so on pairs of one level it fires at most at ``level``."""
+    x = np.asarray(xs, dtype=float)
+    n = len(x)
+    splits = n - 2 * min_segment + 1
+    if splits < 1 or level <= 0:
+        return None
+    best: tuple[float, int] | None = None
+    for m in range(min_segment, n - min_segment + 1):
+        a, b = x[:m], x[m:]
+        ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+        if ss <= 0:
+            continue
+        t = float(b.mean() - a.mean()) / math.sqrt(ss / (n - 2) * (1.0 / m + 1.0 / (n - m)))
+        if best is None or abs(t) > abs(best[0]):
+            best = (t, m)
+    if best is None:
+        return None
+    t, m = best
+    p = min(1.0, splits * 2.0 * float(special.stdtr(n - 2, -abs(t))))
+    if p >= level:
+        return None
+    return Shift(at=m, pairs=n, before=math.expm1(float(x[:m].mean())), after=math.expm1(float(x[m:].mean())),
+                 t=t, p=p, level=level)

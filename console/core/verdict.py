@@ -90,7 +90,7 @@ class Caveat:
         return cls(code=str(d.get("code")), message=str(d.get("message", "")))
 
 
-_SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs")
+_SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs", "shift")
 
 
 @dataclass
@@ -131,6 +131,7 @@ class Speed:
     node_noise: dict[str, Any] | None = None    # the node's pair noise record used for planning
     pair_sd: float | None = None                # this round's pair noise (log SD)
     needed_pairs: int | None = None             # undecided: about how many pairs in all would decide
+    shift: dict[str, Any] | None = None         # schema 3: the step change that ended the round (Shift.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

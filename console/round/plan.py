@@ -33,6 +33,7 @@ class RoundConfig:
     resume: Any = None              # an interrupted round read back from its journal (commands._Resume)
     telemetry: Any = None           # a console.telemetry Telemetry; opened when None
     keep_work: bool = False
+    fresh: bool = False             # pool nothing with earlier rounds of the same experiment
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
                        "scored_path_depth": p.parity.scored_path_depth},
             "main": spec_text(cfg.main), "candidate": spec_text(cfg.candidate),
             "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
-            "lock_path": str(cfg.lock_path) if cfg.lock_path else None}
+            "lock_path": str(cfg.lock_path) if cfg.lock_path else None, "fresh": cfg.fresh}
 
 
 def pair_budget(cfg: RoundConfig) -> int:

@@ -52,6 +52,7 @@ class Round:
         self._worker: threading.Thread | None = None
         self._ref_meta: dict = {}
         self._harness = None            # the profile's harness as copied at the start of the round
+        self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
 
     # --- public --------------------------------------------------------------
 
@@ -60,6 +61,12 @@ class Round:
         self._abort.set()
         if self._runtime is not None:
             self._runtime.abort()
+
+    @property
+    def decided_by(self) -> tuple[str, str, str, int] | None:
+        """(ledger id, round id, outcome, exit code) of the earlier round that had already decided
+        this experiment, when this round therefore measured nothing."""
+        return self._look_back.decided_by if self._look_back is not None and not self.cfg.fresh else None
 
     def wait(self, timeout: float) -> None:
         """Wait for the round's worker to finish its cleanup (after an abort)."""
@@ -143,6 +150,8 @@ class Round:
             self._q.put(end)
         if self._journal is not None:
             self._journal.close()
+            if status == "decided":     # nothing was measured: no journal to resume
+                self._journal.path.unlink(missing_ok=True)
         if work is not None and not self.cfg.keep_work:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -189,6 +198,8 @@ class Round:
         cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
                                                                  exclude=p.exclude)
         snaps = {"main": main, "candidate": cand}
+        if (decided := self._earlier_rounds(snaps)) is not None:
+            return "decided", decided
         self._ref_meta = same_as_main(ref_meta, main)
         touched = apparatus.touched_protected(main.files, cand.files, p.protected)
         if touched:
@@ -233,6 +244,21 @@ class Round:
             # compete with the resumed reps
             left += rt.cleanup_round()
         return left
+
+    def _earlier_rounds(self, snaps: dict[str, sources.Snapshot]) -> str | None:
+        """Read the experiment's earlier rounds before anything is built: when they already decided
+        it, the round ends here (with that round's exit code, nothing sealed) and says by which round."""
+        if self.cfg.kind != "round":
+            return None
+        trees = {b: s.record.get("tree_sha256") for b, s in snaps.items()}
+        look = self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
+                                                  fresh=self.cfg.fresh)
+        if look.decided_by is None or self.cfg.resume:
+            return None
+        self.exit_code = look.decided_by[3]     # a decided regression still fails the job that reruns it
+        said = look.decided_sentence()
+        self._notice("info", "already-decided", said)
+        return said
 
     def _lock_pins(self) -> Pins:
         pins = Pins(anchor=self.p.gate.anchor, guards={g.name: 0.0 for g in self.p.gate.guards})
@@ -372,7 +398,7 @@ class Round:
             # a resumed round that had reached its guards had closed its timed pairs
             limit = max((k.index for k in recorded), default=-1) + 1
         seq = receipt.sequential
-        started, k, stopped = time.monotonic(), 0, "budget-pairs"
+        started, k, stopped, decided_at = time.monotonic(), 0, "budget-pairs", None
         while k < limit:
             run(timed_pair(p, k, start + 2 * k))
             k += 1
@@ -388,12 +414,20 @@ class Round:
             if d.done:
                 stopped = "decided"
                 break
+            if d.decided and not d.pending:
+                # decided, an accepted tier still spanning bands: settling it has its own budget
+                decided_at = k if decided_at is None else decided_at
+                if k - decided_at >= p.gate.settle_pairs:
+                    stopped = "settle-budget"
+                    break
             if p.gate.max_minutes and time.monotonic() - started > 60 * p.gate.max_minutes and k < limit:
                 stopped = "budget-minutes"
                 break
         if seq is not None:
             seq.stopped = stopped if cfg.kind != "noise" else ""
             seq.minutes = round((time.monotonic() - started) / 60, 3)
+            if stopped in ("decided", "settle-budget"):
+                seq.decided_at = decided_at or k
         return k
 
     def _plan(self, receipt: Receipt) -> None:
@@ -402,16 +436,25 @@ class Round:
         p = self.p
         if self.cfg.kind != "round":
             return
-        exp = reruns.experiment(p.record(), {b: x.tree_sha256 for b, x in receipt.builds.items()})
-        prior = reruns.prior_rounds(store.ledger_receipts(self.cfg.out_dir), exp)
+        trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
+        exp = reruns.experiment(p.record(), trees)
+        look = self._look_back or reruns.look_back(store.ledger_receipts(self.cfg.out_dir), p.record(), trees,
+                                                   fresh=self.cfg.fresh)
+        prior = look.prior
         design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))
         pv = sequential.preview(receipt.lock.noise_sd, design, p.gate.planning_noise)
-        receipt.sequential = Sequential(prior=prior, experiment=exp, preview=pv.to_dict())
+        receipt.sequential = Sequential(prior=prior, experiment=exp, preview=pv.to_dict(),
+                                        settle_pairs=p.gate.settle_pairs, fresh=self.cfg.fresh)
         n = sum(len(r.log_ratios) for r in prior)
         self._emit(ev.PlanReady(preview=pv.to_dict(), sentence=pv.sentence(), prior_rounds=len(prior), prior_pairs=n))
         if prior:
             self._notice("info", "rerun", f"this candidate was measured against this main in {len(prior)} earlier "
-                         f"round(s) ({n} pairs): they pool with this one, and one confidence sequence runs across all")
+                         f"round(s) ({', '.join(r.round_id for r in prior[-3:])}; {n} pairs): they pool with this "
+                         "one, and one confidence sequence runs across all")
+        if look.others and not prior:
+            self._notice("info", "pools-nothing", f"{len(look.others)} earlier round(s) of this profile in "
+                         f"{self.cfg.out_dir} measured another experiment, so none pools with this one: "
+                         + "; ".join(look.others[-3:]))
 
     @staticmethod
     def _resumed(item: Item, done: dict, receipt: Receipt) -> int | None:

@@ -47,3 +47,44 @@ def test_the_ledger_checks_every_pooled_round_a_receipt_cites():
     moved = copy.deepcopy(b)
     moved["sequential"]["experiment"] = "e2"
     assert [p.code for p in reruns.prior_problems({a_id: a, b_id: moved})] == ["prior-other-experiment"]
+
+
+def _profile():
+    return ProfileRecord(name="demo", node="cpu-2core", bench={"metric": "decode_tok_s", "depth": 4096, "tokens": 192})
+
+
+def _of(r, trees, prior=(), fresh=False):
+    r = with_experiment(r, reruns.experiment(_profile(), trees), prior)
+    r["profile"] = {**r["profile"], "name": "demo", "node": "cpu-2core", "bench": {**r["profile"]["bench"], **_profile().bench}}
+    r["builds"]["main"]["tree_sha256"], r["builds"]["candidate"]["tree_sha256"] = trees["main"], trees["candidate"]
+    r["sequential"]["fresh"] = fresh
+    return r
+
+
+TREES = {"main": "m" * 64, "candidate": "c" * 64}
+
+
+def test_a_decided_experiment_says_by_which_round_and_its_exit_code():
+    a_id, a = sealed(_of(make_receipt(), TREES))                  # accepted
+    look = reruns.look_back({a_id: a}, _profile(), TREES)
+    assert look.decided_by[:3] == (a_id, a["round_id"], "accepted") and look.decided_by[3] == 0
+    assert "rerun with --fresh" in look.decided_sentence().lower() and len(look.prior) == 1
+    assert reruns.look_back({a_id: a}, _profile(), TREES, fresh=True) == reruns.LookBack([], None, [])
+
+
+def test_an_undecided_round_pools_and_a_fresh_round_starts_the_sequence_again():
+    from .receipts import OUTCOME_RECEIPTS
+    a_id, a = sealed(_of(OUTCOME_RECEIPTS["undecided"](), TREES))
+    look = reruns.look_back({a_id: a}, _profile(), TREES)
+    assert look.decided_by is None and [p.receipt for p in look.prior] == [a_id]
+    b_id, b = sealed(_of(OUTCOME_RECEIPTS["undecided"](), TREES, fresh=True), a_id)
+    look = reruns.look_back({a_id: a, b_id: b}, _profile(), TREES)
+    assert [p.receipt for p in look.prior] == [b_id]
+
+
+def test_rounds_of_another_experiment_pool_nothing_and_say_why():
+    other = {"main": "m" * 64, "candidate": "d" * 64}
+    a_id, a = sealed(_of(make_receipt(), other))
+    look = reruns.look_back({a_id: a}, _profile(), TREES)
+    assert look.prior == [] and look.decided_by is None
+    assert len(look.others) == 1 and "candidate dddddddddddd not cccccccccccc" in look.others[0]

@@ -146,3 +146,84 @@ def test_a_pending_claim_keeps_a_decided_round_open():
     assert d.done
     d.pending = "the reported rate is above what the wall clock shows so far"
     assert d.state == "accepted" and not d.done
+
+
+# --- three outcomes, each at its own rate (decision rules 3) --------------------------------
+
+V2 = S.Design(rules=2)
+
+
+def test_a_regression_of_the_smallest_size_is_slower_not_none():
+    rng = np.random.default_rng(5)
+    xs = _pairs(rng, 32, -0.05, 0.01)
+    d = S.decide_pairs([xs], DESIGN, SAME, BANDS)
+    assert d.state == "slower" and d.upper_slower < 0
+    first = next(s for s in S.trajectory([xs], DESIGN, SAME, BANDS) if s.decided)
+    assert first.state == "slower"                      # never `none` on the way there
+    # the rules schema-2 receipts were sealed under called it `none` first
+    assert next(s for s in S.trajectory([xs], V2, SAME, BANDS) if s.decided).state == "none"
+
+
+def test_none_needs_the_interval_to_exclude_a_worthwhile_regression_too():
+    xs = [math.log1p(-0.025) + 0.02 * (-1) ** k for k in range(10)]
+    d = S.decide_pairs([xs], DESIGN, SAME, BANDS)
+    assert d.basis_upper_miss < DESIGN.min_gain and d.lower_miss < -DESIGN.min_gain
+    assert d.state == "open"
+    assert S.decide_pairs([xs], V2, SAME, BANDS).state == "none"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(-0.3, 0.3), min_size=2, max_size=40))
+def test_each_outcome_holds_exactly_when_its_rule_does_and_never_reopens(xs):
+    steps = S.trajectory([xs], DESIGN, SAME, BANDS)
+    for k, d in enumerate(steps, start=1):
+        if k < DESIGN.min_pairs:
+            assert d.state == "open" and d.interval == (-math.inf, math.inf)
+        if d.state == "slower":
+            assert d.upper_slower < 0
+        elif d.state == "accepted":
+            assert d.basis_interval[0] > DESIGN.significance
+        elif d.state == "none":
+            assert d.basis_upper_miss < DESIGN.min_gain and d.lower_miss > -DESIGN.min_gain
+    decided = [d.decided for d in steps]
+    assert decided == sorted(decided)                   # once decided, never open again
+
+
+def test_a_rerun_looks_only_after_its_own_minimum():
+    rng = np.random.default_rng(2)
+    prior = _pairs(rng, 30, 0.0, 0.03)
+    xs = _pairs(rng, 6, 0.0, 0.03)
+    steps = S.trajectory([prior, xs], DESIGN, SAME, BANDS)
+    assert [s.state for s in steps[:DESIGN.min_pairs - 1]] == ["open"] * (DESIGN.min_pairs - 1)
+    assert steps[DESIGN.min_pairs - 1].decided         # the pooled pairs decide at its first look
+    # schema-2 rules looked at once: the earlier round decided the rerun at its first pair
+    assert S.trajectory([prior, xs], V2, SAME, BANDS)[0].decided
+
+
+def test_an_interval_that_empties_within_a_round_is_a_conflict_with_both_ends():
+    xs = [0.10 + 0.001 * (-1) ** k for k in range(10)] + [-0.10 + 0.001 * (-1) ** k for k in range(30)]
+    d = S.decide_pairs([xs], DESIGN, SAME, BANDS)
+    assert d.state == "conflict" and d.conflict == "narrowed" and d.interval[0] > d.interval[1] and d.done
+
+
+def test_the_false_slower_level_is_its_own():
+    xs = [math.log1p(-0.02) + 0.02 * (-1) ** k for k in range(12)]
+    strict = S.decide_pairs([xs], S.Design(false_slower=0.001), SAME, BANDS)
+    loose = S.decide_pairs([xs], S.Design(false_slower=0.2), SAME, BANDS)
+    assert strict.upper_slower > loose.upper_slower
+
+
+def test_a_step_in_the_pairs_is_found_and_level_pairs_rarely_are():
+    rng = np.random.default_rng(11)
+    xs = list(rng.normal(0.0, 0.02, 12)) + list(rng.normal(0.12, 0.02, 12))
+    shift = S.step_change(xs, 0.01)
+    assert shift is not None and 10 <= shift.at <= 14 and shift.after - shift.before > 0.08
+    assert "changed level after pair" in shift.sentence()
+    alarms = sum(S.step_change(list(rng.normal(0.0, 0.03, 24)), 0.01) is not None for _ in range(400))
+    assert alarms / 400 <= 0.02                         # at most its level (Bonferroni: below it)
+    assert S.step_change([0.1] * 3, 0.01) is None       # too few pairs to split
+
+
+def test_planning_counts_a_regression_as_decidable():
+    assert S.pairs_to_decide(-0.20, 0.03, DESIGN) is not None
+    assert S.pairs_to_decide(-0.20, 0.03, DESIGN) <= S.pairs_to_decide(-0.05, 0.03, DESIGN)

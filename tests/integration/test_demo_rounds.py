@@ -41,12 +41,15 @@ def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: st
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, base_image):
-    """The node's noise first (it sizes significance), then four rounds in one ledger."""
+    """The node's noise first (it sizes significance), then five rounds in one ledger, then a
+    rerun of the regression (decided already: it measures nothing)."""
     out = tmp_path_factory.mktemp("ledger")
     rounds = {"node-noise": run_demo(None, out, reps=6)}
     # a round stops once decided, or once a build's claims are refused (inflate, fake-seek)
-    budget = {"fast": None, "noise": 6, "inflate": None, "fake-seek": None}
-    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3)) for c in ("fast", "noise", "inflate", "fake-seek")})
+    budget = {"fast": None, "noise": 6, "inflate": None, "fake-seek": None, "slower": None}
+    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3))
+                   for c in ("fast", "noise", "inflate", "fake-seek", "slower")})
+    rounds["slower-again"] = run_demo("slower", out, reps=None)
     return out, rounds
 
 
@@ -83,7 +86,10 @@ def test_fast_is_accepted_with_a_tier_and_a_faster_median(shared):
     assert all(x["peak_mem_bytes"] for x in timed)                        # measured from the cgroup
     assert v["speed"]["gain"] > 0 and v["speed"]["interval"][0] > 0.02
     # reps until decided: it stopped once the tier was settled or its budget was spent
-    assert r["sequential"]["stopped"] in ("decided", "budget-pairs") and v["speed"]["decision"]["state"] == "accepted"
+    assert r["sequential"]["stopped"] in ("decided", "settle-budget", "budget-pairs")
+    assert v["speed"]["decision"]["state"] == "accepted"
+    if r["sequential"]["stopped"] != "budget-pairs":     # decided, then at most the settle budget
+        assert len(v["speed"]["ratios"]) <= r["sequential"]["decided_at"] + r["sequential"]["settle_pairs"]
     plan = next(e for e in events if isinstance(e, ev.PlanReady))
     assert r["sequential"]["preview"] == plan.preview and "decides gains" in plan.sentence
 
@@ -103,6 +109,22 @@ def test_noise_never_earns_a_tier(shared):
     assert codes(v) & {"no-gain", "undecided"}
 
 
+def test_a_regression_is_decided_slower_and_a_rerun_measures_nothing(shared):
+    out, rounds = shared
+    rnd, events = rounds["slower"]
+    v = verdict_of(events)
+    assert v["outcome"] == "slower" and rnd.exit_code == 1 and v["tier"] is None, v
+    assert v["speed"]["gain"] < 0 and v["speed"]["decision"]["upper_slower"] < 0
+    again, again_events = rounds["slower-again"]
+    ended = again_events[-1]
+    assert isinstance(ended, ev.RoundEnded) and ended.status == "decided" and ended.receipt_path is None
+    assert again.exit_code == 1                         # the regression still fails the job that reruns it
+    assert not any(isinstance(e, ev.BuildStarted) for e in again_events)
+    said = [e.message for e in again_events if isinstance(e, ev.Notice) and e.code == "already-decided"]
+    assert said and rnd.receipt["round_id"] in said[0] and "--fresh" in said[0]
+    assert not list((out / "journal").glob(f"{again.round_id}*"))      # nothing to resume either
+
+
 def test_inflate_is_refused_by_the_wall_clock_differential(shared):
     v = verdict_of(shared[1]["inflate"][1])
     assert v["outcome"] == "rejected" and "claim-differential" in codes(v), v
@@ -120,7 +142,7 @@ def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_
     out, _ = shared
     assert [p for p in store.verify_dir(out) if p.fatal] == []
     entries, _ = store.read_ledger(out)
-    assert len(entries) == 5
+    assert len(entries) == 6
     # the same rules with every band far out of reach: the accepted tier must change
     text = DEMO_PROFILE.read_text().replace("bands = { s = 0.035, m = 0.06, l = 0.10, xl = 0.18 }",
                                             "bands = { s = 5.0, m = 6.0, l = 7.0, xl = 8.0 }")
