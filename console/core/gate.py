@@ -609,15 +609,8 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     if d.state == "conflict":
         return verdict("infra", [_conflict(d)], speed)
     if r.decision_rules >= 3:
-        if (shift := sequential.step_change(log_ratios(c), rules.step_level)) is not None:
-            speed.shift = shift.to_dict()
-            if not shift.agrees(d, design_of(rules, 3), basis_of(c, r.lock, rules)):
-                return verdict("infra", [reason("step-change", f"{shift.sentence()}: the node changed mid-round "
-                                                "and the two sides do not point to one outcome; run it again on a "
-                                                "quiet node", build=None, figure="shift", bar=rules.step_level,
-                                                value=shift.p)], speed)
-            warnings.append(warning("step-change", f"{shift.sentence()}: the node changed mid-round, but each side "
-                                                   f"alone points to `{d.state}` as well, so the outcome stands"))
+        if (shifted := _step_check(c, d, speed, r.lock, rules, warnings)) is not None:
+            return verdict("infra", [shifted], speed)
         _decision_warnings(r, d, speed, rules, warnings)
     if d.state == "accepted":
         return verdict("accepted", [], speed, tier=d.tier, tier_span=list(d.span) if d.span else None)
@@ -638,6 +631,27 @@ def _conflict(d: sequential.Decision) -> Reason:
     return reason("rounds-disagree", "this round's pairs contradict the earlier rounds of the same candidate pooled "
                                      f"with it ({d.prior_pairs} pairs): no gain is consistent with all of them, so the "
                                      "node changed between them", build=None)
+
+
+def _step_check(c: Counted, d: sequential.Decision, speed: Speed, lock: Pins, rules: GateRules,
+                warnings: list) -> Reason | None:
+    """The round's pairs split where they changed level most (rules 3). A change that bears on
+    the outcome makes the round infra; one whose two sides each point to the decided outcome
+    leaves it standing; an undecided round's shifted pairs stand but never pool. Both said."""
+    if (shift := sequential.step_change(log_ratios(c), rules.step_level)) is None:
+        return None
+    speed.shift = shift.to_dict()
+    if d.state == "open":
+        warnings.append(warning("step-change", f"{shift.sentence()}: the node changed mid-round, so these pairs "
+                                               "will not pool with a rerun of this candidate"))
+    elif shift.agrees(d, design_of(rules, 3), basis_of(c, lock, rules)):
+        warnings.append(warning("step-change", f"{shift.sentence()}: the node changed mid-round, but each side "
+                                               f"alone points to `{d.state}` as well, so it stands"))
+    else:
+        return reason("step-change", f"{shift.sentence()}: the node changed mid-round and the two sides do not "
+                                     "point to one outcome; run it again on a quiet node", build=None,
+                      figure="shift", bar=rules.step_level, value=shift.p)
+    return None
 
 
 def _decision_warnings(r: Receipt, d: sequential.Decision, speed: Speed, rules: GateRules, warnings: list) -> None:

@@ -93,7 +93,8 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]],
     for rid in rids:
         r = as_receipt(ledger[rid])
         v = decide(r, r.rules)
-        xs = log_ratios(counted(r, r.rules)) if v.outcome in POOLED_OUTCOMES else []
+        shifted = v.speed is not None and v.speed.shift is not None     # its pairs measured two things
+        xs = log_ratios(counted(r, r.rules)) if v.outcome in POOLED_OUTCOMES and not shifted else []
         if xs:
             prior.append(PriorRound(receipt=rid, round_id=r.round_id, log_ratios=xs))
             last = (rid, r.round_id, v.outcome, v.exit_code)

@@ -479,13 +479,13 @@ class Shift:
             return all(basis.of(g) > design.significance for g in sides)
         if d.state == "none":
             return all(-design.min_gain < g < design.min_gain for g in sides)
-        return False            # undecided: its pairs must not pool into a later round
+        return False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def step_change(xs: Sequence[float], level: float, min_segment: int = 3) -> Shift | None:
+def step_change(xs: Sequence[float], level: float, min_segment: int = 4) -> Shift | None:
     """The largest two-sample t over every split of the round's pairs into a before and an
     after of at least ``min_segment`` pairs each (pooled within-segment SD), Bonferroni
     corrected over the splits; a Shift when that p is below ``level``. One test per round (the

@@ -718,3 +718,13 @@ def test_a_step_whose_two_sides_both_decide_the_outcome_leaves_it_standing_and_s
     v = decide(make_receipt(main, cand, short_cand=scaled(MAIN[:3], 0.9)), RULES)
     assert v.outcome == "slower" and "step-change" in warn_codes(v), (v.outcome, v.reasons)
     assert v.speed.shift["before"] < 0 and v.speed.shift["after"] < 0
+
+
+def test_an_undecided_round_with_a_step_stays_undecided_and_says_its_pairs_will_not_pool():
+    main = MAIN * 2
+    wobble = tuple(1 + 0.02 * (-1) ** k for k in range(8))         # too noisy to decide in 16 pairs
+    cand = tuple(m * 1.05 * w for m, w in zip(main[:8], wobble)) + tuple(m * 0.95 * w for m, w in zip(main[8:], wobble))
+    v = decide(make_receipt(main, cand, short_cand=scaled(MAIN[:3], 1.0)), RULES)
+    assert v.outcome == "undecided" and v.exit_code == 0, v.reasons
+    said = [w.message for w in v.warnings if w.code == "step-change"]
+    assert said and "will not pool" in said[0]

@@ -88,3 +88,13 @@ def test_rounds_of_another_experiment_pool_nothing_and_say_why():
     look = reruns.look_back({a_id: a}, _profile(), TREES)
     assert look.prior == [] and look.decided_by is None
     assert len(look.others) == 1 and "candidate dddddddddddd not cccccccccccc" in look.others[0]
+
+
+def test_an_undecided_round_whose_pairs_changed_level_does_not_pool():
+    from .receipts import MAIN
+    main = MAIN * 2
+    wobble = tuple(1 + 0.02 * (-1) ** k for k in range(8))         # too noisy to decide in 16 pairs
+    cand = tuple(m * 1.05 * w for m, w in zip(main[:8], wobble)) + tuple(m * 0.95 * w for m, w in zip(main[8:], wobble))
+    a_id, a = sealed(_of(make_receipt(main, cand, short_cand=tuple(x * 1.0 for x in MAIN[:3])), TREES))
+    look = reruns.look_back({a_id: a}, _profile(), TREES)
+    assert look.prior == [] and look.decided_by is None
