@@ -23,16 +23,19 @@ schedule, and reruns compose by multiplication. The price is width at small n ag
 fixed-n t interval (about 1.4× at 16 pairs); c² tunes where it is tightest (c² = 1: 8-30
 pairs). The sequence is intersected over n, so its ends only ever tighten.
 
-**The decision** (levels from the profile: ``false_accept`` α, ``miss`` β):
+**The decision** (levels from the profile: ``false_accept`` α, ``false_slower`` α_s, ``miss`` β),
+three one-sided questions about the same sequence, each at its own rate:
 
 - ``accepted`` when the tier basis' lower end (level α) clears ``significance``;
-- ``slower`` when the gain's upper end (level α) is below zero;
-- ``none`` when the basis' upper end (level β) is below ``min_gain``, the smallest gain the
-  profile cares about;
+- ``slower`` when the gain's upper end (level α_s) is below zero;
+- ``none`` when, at level β, the basis' upper end is below ``min_gain`` and the gain's lower
+  end above −``min_gain``: neither a worthwhile gain nor a worthwhile regression;
 - else still ``open``; a round whose budget is spent while open is ``undecided``.
 
-The tier is the band of the basis' lower end; while the interval spans several bands the
-round keeps sampling (within budget) and, if it must stop, reports the span.
+A round looks only after its own ``min_pairs``, whatever earlier rounds it pools. An
+intersection that empties is a ``conflict``. The tier is the band of the basis' lower end;
+the round may spend ``settle_pairs`` more pairs narrowing it (the runner's budget), then
+reports the span. Schema-2 receipts re-derive under ``Design.rules = 2``.
 
 Pure: numpy and scipy only, no I/O.
 """
