@@ -710,8 +710,7 @@ def _undecided(d: sequential.Decision, speed: Speed, rules: GateRules) -> Reason
     need = (f"; at this noise a decision needs about {speed.needed_pairs} pairs in all" if speed.needed_pairs
             else "; at this noise and gain no budget decides it")
     within = (f"nor decided within ±{rules.min_gain:.1%} (at the {rules.miss:.0%} miss rate: "
-              f"{_shown((d.lower_miss, d.basis_upper_miss))})" if math.isfinite(d.lower_miss) or d.pairs == 0
-              else f"nor decided below {rules.min_gain:.1%}")
+              f"{_shown((d.lower_miss, d.basis_upper_miss))})")
     return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.gain)}, "
                                f"interval {_shown(d.interval)} at the {rules.false_accept:.0%} level, neither above "
                                f"{rules.significance:.1%} {within}{need}",

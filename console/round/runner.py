@@ -66,7 +66,7 @@ class Round:
     def decided_by(self) -> tuple[str, str, str, int] | None:
         """(ledger id, round id, outcome, exit code) of the earlier round that had already decided
         this experiment, when this round therefore measured nothing."""
-        return self._look_back.decided_by if self._look_back is not None and not self.cfg.fresh else None
+        return self._look_back.decided_by if self._look_back is not None else None     # None under --fresh
 
     def wait(self, timeout: float) -> None:
         """Wait for the round's worker to finish its cleanup (after an abort)."""
@@ -250,15 +250,20 @@ class Round:
         it, the round ends here (with that round's exit code, nothing sealed) and says by which round."""
         if self.cfg.kind != "round":
             return None
-        trees = {b: s.record.get("tree_sha256") for b, s in snaps.items()}
-        look = self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
-                                                  fresh=self.cfg.fresh)
+        look = self._look({b: s.record.get("tree_sha256") for b, s in snaps.items()})
         if look.decided_by is None or self.cfg.resume:
             return None
         self.exit_code = look.decided_by[3]     # a decided regression still fails the job that reruns it
         said = look.decided_sentence()
         self._notice("info", "already-decided", said)
         return said
+
+    def _look(self, trees: dict[str, str | None]) -> reruns.LookBack:
+        """The experiment's earlier rounds in this ledger, read once per round."""
+        if self._look_back is None:
+            self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
+                                               fresh=self.cfg.fresh)
+        return self._look_back
 
     def _lock_pins(self) -> Pins:
         pins = Pins(anchor=self.p.gate.anchor, guards={g.name: 0.0 for g in self.p.gate.guards})
@@ -438,8 +443,7 @@ class Round:
             return
         trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
         exp = reruns.experiment(p.record(), trees)
-        look = self._look_back or reruns.look_back(store.ledger_receipts(self.cfg.out_dir), p.record(), trees,
-                                                   fresh=self.cfg.fresh)
+        look = self._look(trees)
         prior = look.prior
         design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))
         pv = sequential.preview(receipt.lock.noise_sd, design, p.gate.planning_noise)
