@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from console.core.parity import grade_logits  # noqa: E402
-from console.protocol import read_logits  # noqa: E402
+from console.engine.protocol import read_logits  # noqa: E402
 
 
 def write_inputs(tmp: Path, depths: int, rows: int, vocab: int) -> tuple[Path, Path]:

@@ -20,7 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console import events as ev, images, journal, protocol, sources  # noqa: E402
+from console import events as ev
+from console.engine import images, protocol, sources
+from console.results import journal  # noqa: E402
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round import Round, RoundConfig  # noqa: E402

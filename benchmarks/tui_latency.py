@@ -25,7 +25,7 @@ from typing import Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from console import events as ev  # noqa: E402
-from console.replay import ListSource  # noqa: E402
+from console.reports.replay import ListSource  # noqa: E402
 from console.tui.app import ConsoleApp  # noqa: E402
 
 SIZE = (120, 40)

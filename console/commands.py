@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
-from . import sources
+from .engine import sources
 from .paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from .errors import ExitCode, UsageError
 from .profile import Profile, ProfileError, load_profile
+from .round.follow import follow
 
 
 # --- rounds ------------------------------------------------------------------
@@ -22,7 +22,7 @@ def _default_out(profile: Profile) -> Path:
 def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
     """The lock a round reads and raises: --lock, else OUT/reference.lock, seeded from the
     profile's committed template (<profile dir>/<name>/reference.lock) or made unmeasured."""
-    from . import lockfile
+    from .results import lockfile
     return lockfile.ensure(given or out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
 
 
@@ -32,7 +32,7 @@ def _interactive(args) -> bool:
 
 def drive(rnd, args) -> int:
     """Run a round under the TUI or the headless reporter; both only render events."""
-    from .report import JsonLinesReporter, LineReporter
+    from .reports.text import JsonLinesReporter, LineReporter
 
     if _interactive(args):
         from .tui.app import run_tui
@@ -41,35 +41,6 @@ def drive(rnd, args) -> int:
     sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
     follow(rnd, sink)
     return int(rnd.exit_code)
-
-
-def follow(rnd, sink) -> None:
-    """Feed a round's events to ``sink`` to its end. Ctrl-C or SIGTERM (a scheduler's cancel)
-    aborts it: the round tears down its container and ends incomplete, sealing nothing."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    # Ctrl-C aborts the round even when this process inherited SIGINT as ignored
-    # (a background job of a non-interactive shell does).
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        gen = rnd.events()
-        while True:
-            try:
-                for e in gen:
-                    sink(e)
-                break
-            except KeyboardInterrupt:
-                rnd.abort()  # the round tears down its container and ends as incomplete
-                if gen.gi_frame is None:        # a second Ctrl-C ended the stream: wait, bounded
-                    rnd.wait(timeout=60)
-                    rnd.exit_code = ExitCode.INTERRUPTED
-                    return
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None):
@@ -139,7 +110,7 @@ def cmd_noise(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from . import store
+    from .results import store
     from .core.ledger import find_round
     from .round import Resume, Round, RoundConfig, spec_from_plan
     resume = Resume.read(args.journal)
@@ -163,7 +134,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .replay import FollowSource, ReplaySource
+    from .reports.replay import FollowSource, ReplaySource
     from .tui.app import run_tui
     if not args.file.exists():
         raise UsageError(f"{args.file} does not exist", "Give a receipt (.json) or a journal (.jsonl).")
@@ -178,12 +149,12 @@ def cmd_replay(args) -> int:
 # --- verdicts, ledger, lock ------------------------------------------------------
 
 def cmd_verdict(args) -> int:
-    from . import store
+    from .results import store
     from .core import gate
     from .core.receipt import Receipt, ReceiptError
-    from .exports import verdict_table
-    from .report import LineReporter
-    from .tables import render
+    from .reports.exports import verdict_table
+    from .reports.text import LineReporter
+    from .reports.tables import render
     try:
         data = args.receipt.read_bytes()
         doc = json.loads(data)
@@ -221,9 +192,9 @@ def cmd_verdict(args) -> int:
 
 def cmd_compare(args) -> int:
     from .core.compare import compare
-    from .exports import comparison_tables
-    from .saved import select_sources
-    from .tables import render
+    from .reports.exports import comparison_tables
+    from .results.saved import select_sources
+    from .reports.tables import render
     if args.table and args.format != "csv":
         raise UsageError("--table chooses the table of a CSV export", "Add --format csv, or leave --table out.")
     sources = select_sources(args.sources, node=args.node, since=args.since)
@@ -232,7 +203,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_ledger(args) -> int:
-    from . import store
+    from .results import store
     from .core import gate
     if not args.ledger_cmd:
         raise UsageError("say which: `console ledger verify|show|rescore DIR`")
@@ -248,8 +219,8 @@ def cmd_ledger(args) -> int:
               + (f", {len(problems) - len(fatal)} notice(s)" if len(problems) > len(fatal) else ""))
         return ExitCode.REJECTED if fatal else ExitCode.OK
     if args.ledger_cmd == "show":
-        from .exports import ledger_table
-        from .tables import render
+        from .reports.exports import ledger_table
+        from .reports.tables import render
         entries, _ = store.read_ledger(args.dir)
         render([ledger_table(entries)], args.format, sys.stdout)
         return ExitCode.OK
@@ -276,7 +247,7 @@ def cmd_completion(args) -> int:
 
 
 def cmd_lock(args) -> int:
-    from . import lockfile, store
+    from .results import lockfile, store
     from .core import lock as lockmod
     if not args.lock_cmd:
         raise UsageError("say which: `console lock verify|show LOCK`")
@@ -299,8 +270,8 @@ def cmd_lock(args) -> int:
 
 def cmd_report(args) -> int:
     from .core import gate
-    from .html_report import render_html
-    from .saved import select_sources
+    from .reports.html import render_html
+    from .results.saved import select_sources
     receipts = [s.receipt for s in select_sources(args.files)]     # the same reading as `console compare`
     page = render_html(receipts, [gate.decide(r, r.rules) for r in receipts])
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -312,7 +283,7 @@ def cmd_report(args) -> int:
 # --- images and references ----------------------------------------------------------
 
 def _ensure_base(profile: Profile) -> None:
-    from . import images
+    from .engine import images
     from .runtime.docker import connect
     client = connect()
     if not images.base_status(client, profile)["present"]:
@@ -321,7 +292,7 @@ def _ensure_base(profile: Profile) -> None:
 
 
 def cmd_images(args) -> int:
-    from . import images
+    from .engine import images
     from .runtime.docker import connect
     client = connect()
     if args.images_cmd == "bootstrap":
@@ -345,7 +316,7 @@ def cmd_images(args) -> int:
 
 
 def cmd_reference(args) -> int:
-    from . import reference
+    from .engine import reference
     if args.ref_cmd != "capture":
         raise UsageError("say which: `console reference capture --profile P`")
     profile = load_profile(args.profile)
@@ -363,17 +334,18 @@ def cmd_reference(args) -> int:
 # --- the queue -------------------------------------------------------------------------
 
 def cmd_queue(args) -> int:
-    from . import queueing, tables
+    from .queueing import worker as queueing
+    from .reports import tables
     from .core import queue as policy
     from .core.queue import State
-    from .exports import history_table, queue_table
-    from .queue_store import QueueStore
+    from .reports.exports import history_table, queue_table
+    from .queueing.store import QueueStore
 
     if not args.queue_cmd:
         raise UsageError("which queue action?", "submit, ready, approve, cancel, merged, list, show or work.")
     say = lambda line: print(line, flush=True)      # noqa: E731
     if args.queue_cmd == "run-job":     # inside a batch job: the queue's file is not opened here
-        from . import slurm
+        from .queueing import slurm
         opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
                                       runtime=args.runtime, reps=args.reps)
         return slurm.run_job(args.spec, args.dir.resolve(), opts, say)
@@ -413,7 +385,7 @@ def cmd_queue(args) -> int:
         if action == "work":
             _check_reps(args)
             if args.scheduler == "slurm":
-                from . import slurm
+                from .queueing import slurm
                 if args.site is None:
                     raise UsageError("--scheduler slurm needs --site FILE", "The site file names the partition.")
                 return slurm.work(store, slurm.load_site(args.site), args.dir.resolve(), reps=args.reps,
@@ -434,7 +406,7 @@ def cmd_queue(args) -> int:
 def _watch_queue(store, directory: Path) -> int:
     """The queue view; Enter on a running candidate opens its round live, q there comes back."""
     from .core.queue import State
-    from .replay import FollowSource
+    from .reports.replay import FollowSource
     from .tui.app import run_tui
     from .tui.queue_view import QueueApp, journal_of
     while True:
@@ -451,7 +423,7 @@ def _watch_queue(store, directory: Path) -> int:
 def _still_running(directory: Path, cid: int) -> bool:
     """Asked from the viewer's thread: SQLite connections stay in the thread that made them."""
     from .core.queue import State
-    from .queue_store import QueueStore
+    from .queueing.store import QueueStore
     store = QueueStore(directory)
     try:
         return store.get(cid).candidate.state is State.RUNNING

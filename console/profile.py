@@ -429,7 +429,7 @@ def load_profile(path: str | Path) -> Profile:
     )
     if bench.fill not in ("decode", "prefill"):
         raise ProfileError(path, "bench.fill", f"expected 'decode' or 'prefill', got {bench.fill!r}")
-    from .adapters import ADAPTERS
+    from .engine.adapters import ADAPTERS
     if bench.adapter not in ADAPTERS:
         raise ProfileError(path, "bench.adapter", f"expected one of {', '.join(sorted(ADAPTERS))}, got {bench.adapter!r}")
     if bench.shortcut not in ("none", "seek"):

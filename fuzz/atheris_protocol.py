@@ -16,7 +16,7 @@ import tempfile
 import atheris
 
 with atheris.instrument_imports():
-    from console.protocol import ParityInputError, parse_bench_output, read_logits
+    from console.engine.protocol import ParityInputError, parse_bench_output, read_logits
 
 _DIR = tempfile.mkdtemp(prefix="fuzz-logits-")
 _PATH = os.path.join(_DIR, "logits.npy")

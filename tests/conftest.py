@@ -22,7 +22,7 @@ def docker_client():
 @pytest.fixture(scope="session")
 def base_image(docker_client):
     """The demo's pinned base, made once with debootstrap if this node lacks it."""
-    from console import images
+    from console.engine import images
     from console.profile import load_profile
     profile = load_profile(ROOT / "profiles" / "demo.toml")
     return images.bootstrap(docker_client, profile, lambda line: None)["image_id"]

@@ -1,4 +1,4 @@
-"""llama-bench's report read as strictly as the protocol line (console.adapters)."""
+"""llama-bench's report read as strictly as the protocol line (console.engine.adapters)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.adapters import ADAPTERS, parse_llama_bench
+from console.engine.adapters import ADAPTERS, parse_llama_bench
 
 SAMPLE = (Path(__file__).parent / "data" / "llama-bench" / "pp512.jsonl").read_bytes()
 

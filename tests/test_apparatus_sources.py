@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from console import sources
+from console.engine import sources
 from console.core.apparatus import changed_paths, is_protected, touched_protected
 
 ROOT = Path(__file__).resolve().parents[1]

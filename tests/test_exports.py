@@ -14,15 +14,21 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console import store
+from console.results import store
 from console.cli import main
 from console.core import compare as cmp
 from console.core import gate
 from console.core.ledger import identify
 from console.core.receipt import Receipt
-from console.exports import (HISTORY_COLUMNS, LEDGER_COLUMNS, PARITY_COLUMNS, QUEUE_COLUMNS, ROUND_COLUMNS,
-                             SPEED_COLUMNS, VERDICT_COLUMNS)
-from console.report import LineReporter, annotations, junit_xml, markdown_summary, write_reports
+from console.reports.exports import (
+    HISTORY_COLUMNS,
+    LEDGER_COLUMNS,
+    PARITY_COLUMNS,
+    QUEUE_COLUMNS,
+    ROUND_COLUMNS,
+    SPEED_COLUMNS,
+    VERDICT_COLUMNS)
+from console.reports.text import LineReporter, annotations, junit_xml, markdown_summary, write_reports
 
 from core.receipts import MAIN, OUTCOME_RECEIPTS, _scaled, default_rules, make_receipt
 

@@ -15,7 +15,7 @@ import pytest
 from console.cli import main
 from console.core import gate
 from console.core.receipt import Receipt
-from console.html_report import COLOURS, render_html
+from console.reports.html import COLOURS, render_html
 
 from browser import inked, screenshot
 from core.receipts import OUTCOME_RECEIPTS, make_receipt
@@ -143,7 +143,7 @@ def test_the_command_refuses_what_is_not_a_receipt(tmp_path, capsys):
 
 
 def test_importing_the_console_does_not_import_matplotlib():
-    code = "import sys, console.cli, console.commands, console.html_report; print('matplotlib' in sys.modules)"
+    code = "import sys, console.cli, console.commands, console.reports.html; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                           cwd=ROOT).stdout.strip() == "False"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from console.errors import InfraError
-from console.images import find_mirror, parse_apt_sources
+from console.engine.images import find_mirror, parse_apt_sources
 
 DEB822 = """Types: deb
 URIs: http://mirror.example/debian

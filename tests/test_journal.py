@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from console import events as E
-from console import journal as J
+from console.results import journal as J
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,7 +135,7 @@ def test_round_ids_cannot_escape_the_journal_dir(tmp_path):
 
 CHILD = r"""
 import sys
-from console import journal as J
+from console.results import journal as J
 j = J.Journal(sys.argv[1])
 i = 0
 while True:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console import store
+from console.results import store
 from console.core import ledger as L
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console import sources
+from console.engine import sources
 from console.errors import UsageError
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_PROFILE
 from console.profile import ProfileError, Source, load_profile

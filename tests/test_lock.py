@@ -5,7 +5,7 @@ import pytest
 import tomlkit
 from hypothesis import given, settings, strategies as st
 
-from console import lockfile as F, store
+from console.results import lockfile as F, store
 from console.core import ledger as L
 from console.core import lock as K
 from console.core.receipt import SCHEMA, SCHEMA_1
@@ -418,7 +418,9 @@ def test_a_pin_citing_an_infra_round_is_named(world):
 
 
 def test_a_round_refuses_a_hand_filled_pin_before_building(tmp_path):
-    from console import events as ev, lockfile, sources
+    from console import events as ev
+    from console.results import lockfile
+    from console.engine import sources
     from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
     from console.profile import load_profile
     from console.round import Round, RoundConfig

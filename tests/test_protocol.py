@@ -7,8 +7,13 @@ import os
 import numpy as np
 import pytest
 
-from console.protocol import (BenchParse, ParityInputError, log_tail, parse_bench_output, read_logits,
-                              read_row_logits)
+from console.engine.protocol import (
+    BenchParse,
+    ParityInputError,
+    log_tail,
+    parse_bench_output,
+    read_logits,
+    read_row_logits)
 
 GOOD = {"metric": "decode_tok_s", "value": 212.5, "tokens": 256, "elapsed_s": 1.2047,
         "depth": 4096, "context": "seek", "shortcut": "seek"}
@@ -256,7 +261,7 @@ def test_trailing_bytes(tmp_path):
 
 def test_oversized_checked_before_loading(tmp_path, monkeypatch):
     path = save(tmp_path, np.zeros((3, 2, 8), np.float32))
-    import console.protocol as proto
+    from console.engine import protocol as proto
     monkeypatch.setattr(proto, "_npy_header", lambda *a: pytest.fail("header read before the size check"))
     with pytest.raises(ParityInputError, match="over the limit"):
         read_logits(path, depths=3, rows=2, vocab=8, max_bytes=100)

@@ -9,8 +9,13 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from console.protocol import (RESULT_KEYS, BenchParse, ParityInputError, parse_bench_output, read_logits,
-                              read_row_logits)
+from console.engine.protocol import (
+    RESULT_KEYS,
+    BenchParse,
+    ParityInputError,
+    parse_bench_output,
+    read_logits,
+    read_row_logits)
 
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from console import queueing
+from console.queueing import worker as queueing
 from console.cli import main
 from console.core.queue import Refusal, State
 from console.paths import DEMO_CANDIDATES, DEMO_PROFILE
-from console.queue_store import FILE, QueueStore
+from console.queueing.store import FILE, QueueStore
 
 FAST, NOISE, INFLATE = (str(DEMO_CANDIDATES / f"{n}.patch") for n in ("fast", "noise", "inflate"))
 
@@ -215,7 +215,7 @@ def test_a_followed_round_asks_the_queue_from_the_viewers_thread(tmp_path):
 def test_a_candidate_an_earlier_round_decided_is_recorded_as_decided_not_requeued(tmp_path):
     from types import SimpleNamespace
 
-    from console import store as results
+    from console.results import store as results
     from core.receipts import OUTCOME_RECEIPTS
     rid = results.seal_into(tmp_path, OUTCOME_RECEIPTS["slower"]())
     rnd = SimpleNamespace(decided_by=(rid, "r1", "slower", 1))

@@ -5,7 +5,7 @@ import pytest
 
 from console.core import gate
 from console.core.verdict import EXIT_CODES, stage_of
-from console.report import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
+from console.reports.text import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
 
 from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
 

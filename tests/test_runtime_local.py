@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console import protocol
+from console.engine import protocol
 from console.errors import CompilerMismatch
 from console.profile import load_profile
 from console.runtime.local import LocalRuntime, map_paths

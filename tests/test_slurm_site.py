@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from console import slurm
+from console.queueing import slurm
 from console.core.queue import State
 from console.errors import InfraError, UsageError
 from console.paths import DEMO_PROFILE
-from console.queue_store import QueueStore, Row
+from console.queueing.store import QueueStore, Row
 
 
 @pytest.mark.parametrize("text, says", [
@@ -61,7 +61,7 @@ def test_without_slurm_on_path_the_worker_says_what_to_do(tmp_path, monkeypatch)
 
 
 def test_an_outcome_file_is_recorded_and_a_job_without_one_is_requeued(tmp_path, monkeypatch):
-    from console.queueing import Finished
+    from console.queueing.worker import Finished
     store = QueueStore(tmp_path / "q")
     ids = [store.submit(author=a, source=f"/p/{a}.patch", profile=str(DEMO_PROFILE), state=State.QUEUED,
                         reason="queued", files=[], fingerprint=frozenset()) for a in ("ada", "bo")]

@@ -42,6 +42,70 @@ def test_each_rule_and_shared_helper_is_defined_once():
 
 
 def test_the_receipt_doc_is_generated_from_the_core_types():
-    from console import receipt_doc
+    from console.reports import receipt_doc
     assert receipt_doc.render(receipt_doc.DOC.read_text()) == receipt_doc.DOC.read_text(), \
-        "docs/RECEIPT.md is out of date: run `python -m console.receipt_doc`"
+        "docs/RECEIPT.md is out of date: run `python -m console.reports.receipt_doc`"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """console's modules and the console modules each imports (at any depth of the file, so a
+    deferred import inside a function counts: it is a dependency all the same)."""
+    import ast
+    mods = {}
+    for path in (ROOT / "console").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        mods[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_pkg) in mods.items():
+        here = name.split(".") if is_pkg else name.split(".")[:-1]
+        deps = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or "" if node.level == 0 else ".".join(
+                    here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    deps.add(sub if sub in mods else base)
+        deps &= set(mods)
+        deps.discard(name)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in state and (found := visit(d)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_no_module_imports_itself_through_others():
+    # a package's __init__ re-exports its modules: importing the package is not a cycle of its own
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in _import_graph().items()}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_top_level_holds_only_the_entry_points_and_shared_vocabulary():
+    top = sorted(p.stem for p in (ROOT / "console").glob("*.py"))
+    assert top == ["__init__", "cli", "commands", "errors", "events", "paths", "profile"], top

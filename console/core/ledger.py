@@ -1,6 +1,6 @@
 """Sealed receipts and the chained ledger: canonical bytes, ids, links, checks.
 
-Pure: no file access and no clock. ``console.store`` reads and writes the
+Pure: no file access and no clock. ``console.results.store`` reads and writes the
 files; everything here takes bytes, dicts and callables.
 
 A receipt's id is the sha256 of its canonical JSON, seal included. The seal

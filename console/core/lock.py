@@ -2,7 +2,7 @@
 
 The model is the plain dict that the TOML file parses to, and everything here
 is a pure function over it. The file format (a comment-keeping ``tomlkit``
-document) is ``console.lockfile``'s business.
+document) is ``console.results.lockfile``'s business.
 
 Rules kept here:
 - 0 means "not measured" and is always legal; any other value cites the

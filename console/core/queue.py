@@ -1,6 +1,6 @@
 """The queue's policy: who is measured next, who waits and why, and what a finished round means.
 
-Pure: works on typed candidates and returns decisions; the store (console/queue_store.py) keeps
+Pure: works on typed candidates and returns decisions; the store (console/queueing/store.py) keeps
 them and the worker runs the rounds. The rules, and why each exists:
 
 - **Oldest first.** Candidates are booked in the order they became ready, not the order they

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events as ev
-from .. import protocol
+from ..engine import protocol
 from ..core import accuracy as acc
 from ..core.receipt import AccuracyRecord, AccuracySide
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT

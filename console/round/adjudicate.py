@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from .. import events as ev
-from .. import protocol
+from ..engine import protocol
 from ..core import adjudication as adj
 from ..core import parity
 from ..core.adjudication import Adjudication, Variant

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .. import lockfile, store
+from ..results import lockfile, store
 from ..core.receipt import Receipt
 from ..profile import Profile
-from ..report import write_reports
+from ..reports.text import write_reports
 
 Notice = Callable[[str, str, str], None]
 

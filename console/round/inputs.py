@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import sources
+from ..engine import sources
 from ..errors import UsageError
 from ..profile import HarnessSpec, Profile
 from .plan import sha256_file

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from .. import events as ev
-from .. import protocol
+from ..engine import protocol
 from ..core import gate, parity
 from ..core.adjudication import Adjudication
 from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep

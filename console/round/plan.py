@@ -11,7 +11,7 @@ from ..core import stats
 from ..errors import UsageError
 from ..profile import Profile, Source
 from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
-from ..sources import sha256_path as sha256_file
+from ..engine.sources import sha256_path as sha256_file
 
 DOC_NAME = "document.tok"
 

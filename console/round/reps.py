@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import events as ev
-from .. import protocol
-from ..adapters import ADAPTERS
+from ..engine import protocol
+from ..engine.adapters import ADAPTERS
 from ..core import health
 from ..core.receipt import Rep
 from ..errors import InfraError

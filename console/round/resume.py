@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import journal
+from ..results import journal
 from ..core.receipt import Rep, RepKey
 from ..errors import InfraError, UsageError
 from ..runtime.base import BuildResult

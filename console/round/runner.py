@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import events as ev
-from .. import journal, lockfile, sources, store
-from ..adapters import WRITES_LOGITS
+from ..results import journal, lockfile, store
+from ..engine import sources
+from ..engine.adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health, reruns, sequential
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
 from ..core.verdict import json_safe
 from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
 from ..runtime.base import BuildResult
-from ..store import utc_now
+from ..results.store import utc_now
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks

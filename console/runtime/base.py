@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..protocol import LOG_TAIL_LINES  # noqa: F401 - one limit for every runtime's log tail
+from ..engine.protocol import LOG_TAIL_LINES  # noqa: F401 - one limit for every runtime's log tail
 
 # Inside a build or run, the engine's tree is at SRC_ROOT and its installed
 # binaries under ENGINE_ROOT. Profiles use these fixed paths; the local runtime

@@ -21,8 +21,8 @@ from textual.widgets import Footer, Static
 from ..core import queue as policy
 from ..core.progress import Tracker
 from ..core.queue import CLOSED, State
-from ..journal import JOURNAL_DIR, read_journal
-from ..queue_store import QueueStore, Row
+from ..results.journal import JOURNAL_DIR, read_journal
+from ..queueing.store import QueueStore, Row
 from .widgets.linetable import Column, LineTable
 
 _STYLE = {State.MERGEABLE: "bold green", State.MERGED: "green", State.NOT_MERGEABLE: "yellow",

@@ -699,7 +699,7 @@ def test_an_unsettled_tier_and_a_pinned_basis_are_said_in_the_verdict():
 
 
 def test_undecided_reports_do_not_say_decided_and_junit_fails_only_a_failing_exit():
-    from console.report import junit_xml, markdown_summary
+    from console.reports.text import junit_xml, markdown_summary
     r = OUTCOME_RECEIPTS["undecided"]()
     v = decide(r, RULES).to_dict()
     assert "Not decided on 8 pairs" in markdown_summary(r, v) and "Decided on" not in markdown_summary(r, v)

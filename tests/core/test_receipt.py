@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from console import store
+from console.results import store
 from console.core import gate
 from console.core.receipt import SCHEMA, Receipt, ReceiptError, Rep, RepKey
 from console.core.verdict import OUTCOMES, Verdict

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console import sources, store
+from console.engine import sources
+from console.results import store
 from console.cli import main as cli_main
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.profile import load_profile
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: str = "docker"):
     """A demo round of ``candidate`` against main; ``None``: a noise round (main against itself).
     ``reps``: timed pairs at most (None: the profile's budget); a round stops once decided."""
-    from console import lockfile
+    from console.results import lockfile
     profile = load_profile(DEMO_PROFILE)
     lock = lockfile.ensure(out / "reference.lock", profile)
     main = sources.parse_spec(str(DEMO_MAIN))
@@ -59,7 +60,7 @@ def test_noise_round_measures_the_node_and_pins_it(shared):
     v = verdict_of(events)
     assert v["outcome"] == "noise" and rnd.receipt["noise"]["pairs"] == 6
     assert rnd.receipt["builds"]["main"]["image_id"] == rnd.receipt["builds"]["candidate"]["image_id"]
-    from console import store
+    from console.results import store
     lock = store.read_lock(out / "reference.lock")
     entry = lock["noise"]["cpu-2core"]
     assert float(entry["sd"]) == pytest.approx(rnd.receipt["noise"]["sd"], rel=1e-5) and entry["df"] == 5

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from console import journal, store
+from console.results import journal, store
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = [sys.executable, "-m", "console.cli"]

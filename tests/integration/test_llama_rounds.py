@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console import images, lockfile, reference, sources
+from console.engine import images, reference, sources
+from console.results import lockfile
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig

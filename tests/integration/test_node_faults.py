@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console import events as ev, lockfile, sources
+from console import events as ev
+from console.results import lockfile
+from console.engine import sources
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.errors import ExitCode
 from console.profile import load_profile

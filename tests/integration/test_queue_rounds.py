@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from console import queueing, store
+from console.queueing import worker as queueing
+from console.results import store
 from console.core import queue as policy
 from console.core.queue import State
-from console.queue_store import QueueStore
+from console.queueing.store import QueueStore
 
 pytestmark = [pytest.mark.slow]
 

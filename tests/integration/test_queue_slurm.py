@@ -13,10 +13,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from console import store
+from console.results import store
 from console.core import queue as policy
 from console.core.queue import State
-from console.queue_store import QueueStore
+from console.queueing.store import QueueStore
 from slurm_cluster import NODES, Cluster
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.slurm]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console import protocol
+from console.engine import protocol
 from console.errors import CompilerMismatch, InfraError
 from console.profile import load_profile
 from console.runtime.docker import LABEL, DockerRuntime

@@ -12,7 +12,7 @@ import pytest
 
 from console import events as ev
 from console.core import gate
-from console.replay import read_journal
+from console.reports.replay import read_journal
 from console.tui.app import ConsoleApp
 from core.receipts import VOCAB, default_rules, make_receipt  # tests/core: realistic receipts
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console.replay import ListSource
+from console.reports.replay import ListSource
 from console.tui.app import EXIT_QUIT_DURING_ROUND, ConsoleApp
 from console.tui.screens.viewers import LogScreen, ReceiptScreen
 from console.tui.widgets.builds import BuildPanel

@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
 from console import events as ev
-from console.replay import ReplaySource
+from console.reports.replay import ReplaySource
 from console.tui.widgets.parity import ParityPanel, fmt_kl_se, fmt_small, fmt_top1_se
 
 from .conftest import SIZE

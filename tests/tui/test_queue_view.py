@@ -5,7 +5,7 @@ import json
 
 from console.core.queue import State
 from console.paths import DEMO_PROFILE
-from console.queue_store import QueueStore
+from console.queueing.store import QueueStore
 from console.tui.queue_view import QueueApp, live_round, sections
 from console.tui.widgets.linetable import LineTable
 

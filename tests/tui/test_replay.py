@@ -10,7 +10,7 @@ import pytest
 from console import events as ev
 import threading
 
-from console.replay import FollowSource, ListSource, ReplaySource, events_from_receipt
+from console.reports.replay import FollowSource, ListSource, ReplaySource, events_from_receipt
 from console.tui.app import ConsoleApp
 
 from core.receipts import default_rules

@@ -12,7 +12,7 @@ from console import events as ev
 from console.core.gate import counts
 from console.core.progress import Tracker
 from console.core.receipt import Rep
-from console.report import accuracy_grade_text, accuracy_progress_text, decision_text
+from console.reports.text import accuracy_grade_text, accuracy_progress_text, decision_text
 
 from ..widgets.builds import BuildPanel
 from ..widgets.header import RoundHeader

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import CompilerMismatch, InfraError, UsageError
-from .profile import Profile
+from ..errors import CompilerMismatch, InfraError, UsageError
+from ..profile import Profile
 
 APT_SOURCES = ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list")),
                *sorted(glob.glob("/etc/apt/sources.list.d/*.sources"))]

@@ -14,9 +14,9 @@ import tomlkit
 from tomlkit.items import Table
 
 from . import store
-from .core import lock as L
-from .errors import UsageError
-from .profile import Profile
+from ..core import lock as L
+from ..errors import UsageError
+from ..profile import Profile
 
 
 # --- the TOML document ---------------------------------------------------------

@@ -1,6 +1,6 @@
 """The queue's edges: resolving a submission, and the worker that runs booked rounds.
 
-The rules are in console/core/queue.py; the file in console/queue_store.py. Here sources are
+The rules are in console/core/queue.py; the file in console/queueing/store.py. Here sources are
 snapshotted (to find what a candidate changes and whether it can be scored at all), rounds run,
 their verdicts become queue states, and images of sealed rounds are removed.
 """
@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import sources, store
-from .core import apparatus
-from .core import queue as policy
-from .core.queue import State
-from .errors import ConsoleError, ExitCode
-from .paths import DEMO_CANDIDATES, DEMO_PROFILE
-from .profile import Profile, ProfileError, load_profile
-from .queue_store import QueueStore, Row, here
+from ..engine import sources
+from ..results import store
+from ..core import apparatus
+from ..core import queue as policy
+from ..core.queue import State
+from ..errors import ConsoleError, ExitCode
+from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
+from ..profile import Profile, ProfileError, load_profile
+from .store import QueueStore, Row, here
 
 TEXT_LIMIT = 2 * 2**20          # files larger than this are not read for the fingerprint
 
@@ -241,10 +242,11 @@ def run_booked(store: QueueStore, row: Row, profile: Profile, opts: WorkerOption
 
 def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[[str], None]) -> Finished:
     """Run the candidate's round and say what it made of the candidate; touches no queue."""
-    from . import events as ev, lockfile
-    from .commands import follow
-    from .report import LineReporter
-    from .round import Round, RoundConfig
+    from .. import events as ev
+    from ..results import lockfile
+    from ..round.follow import follow
+    from ..reports.text import LineReporter
+    from ..round import Round, RoundConfig
 
     out = (opts.results / profile.name).resolve()
     try:
@@ -253,8 +255,8 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
         return Finished(State.REFUSED, f"cannot be scored: its sources do not resolve: {e.message}",
                         int(ExitCode.USAGE))
     if os.environ.get("SLURM_JOB_ID") and opts.runtime == "docker":
-        from .runtime.docker import connect
-        from .slurm import remove_containers_of_ended_jobs
+        from ..runtime.docker import connect
+        from .jobs import remove_containers_of_ended_jobs
         for line in remove_containers_of_ended_jobs(connect(), os.environ["SLURM_JOB_ID"]):
             say(f"#{row.id}: {line}")
     lock = lockfile.ensure(out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
@@ -312,7 +314,7 @@ def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[
 
 def remove_images(receipt: dict[str, Any]) -> list[str]:
     """Remove the engine images a sealed round built (their IDs stay in its receipt); never a base."""
-    from .runtime.docker import connect
+    from ..runtime.docker import connect
     client = connect()
     said: list[str] = []
     seen: set[str] = set()

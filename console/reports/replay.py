@@ -146,7 +146,7 @@ def _event(line: dict[str, Any] | bytes, path: Path, n: int, last_at: float) -> 
 def read_journal(path: Path) -> Iterator[ev.Event]:
     """Events of a journal, in order; a torn last line is dropped with a notice, unknown
     kinds are skipped with one, and a bad line before the end is an error."""
-    from . import journal
+    from ..results import journal
     jr = journal.read_journal(path)
     if jr.damaged_line is not None:
         raise ValueError(f"{path}:{jr.damaged_line}: not a JSON event line")
@@ -170,8 +170,8 @@ def _epoch(iso: Any, default: float = 0.0) -> float:
 
 def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
     """Depth statuses, worst depths and the verdict, recomputed by the gate's own rules."""
-    from .core import gate, parity
-    from .core.receipt import Receipt, ReceiptError
+    from ..core import gate, parity
+    from ..core.receipt import Receipt, ReceiptError
     try:
         r = Receipt.from_dict(receipt)
         rules = r.rules

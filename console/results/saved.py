@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Sequence
 
 from . import store
-from .core.compare import Source
-from .core.ledger import LEDGER_FILE
-from .core.receipt import Receipt, ReceiptError
-from .errors import UsageError
+from ..core.compare import Source
+from ..core.ledger import LEDGER_FILE
+from ..core.receipt import Receipt, ReceiptError
+from ..errors import UsageError
 
 
 def _since(text: str | None) -> datetime | None:

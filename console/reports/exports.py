@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .core.compare import Comparison, Gain
-from .core.ledger import Entry
+from ..core.compare import Comparison, Gain
+from ..core.ledger import Entry
 from .tables import Column, Table, fraction, percent, sci, short
 
 _GAIN = (Column("gain", "estimated gain as a fraction (0.05 = 5 % faster)", percent),

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .core import queue as policy
-from .core.queue import Candidate, State
-from .errors import UsageError
-from .store import utc_now
+from ..core import queue as policy
+from ..core.queue import Candidate, State
+from ..errors import UsageError
+from ..results.store import utc_now
 
 FILE = "queue.sqlite"
 SCHEMA = 1

@@ -14,8 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
-from .profile import Source
+from ..errors import UsageError
+from ..profile import Source
 
 
 @dataclass

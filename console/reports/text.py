@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import IO, Any, Mapping
 import xml.etree.ElementTree as ET
 
-from . import events as ev
-from .core.progress import Tracker, build_step, duration
-from .core.verdict import stage_of
+from .. import events as ev
+from ..core.progress import Tracker, build_step, duration
+from ..core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
 HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",

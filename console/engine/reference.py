@@ -19,10 +19,10 @@ from typing import Callable
 import numpy as np
 
 from . import protocol
-from .errors import InfraError
-from .profile import Profile
+from ..errors import InfraError
+from ..profile import Profile
 from .sources import sha256_path
-from .store import utc_now
+from ..results.store import utc_now
 
 
 def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False) -> str:
@@ -76,9 +76,9 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
     """Build the pinned reference source in the pinned image with the profile's harness, make the
     document from its text if the profile gives one, and capture the logits through the harness."""
     from . import sources
-    from .round.inputs import check_model
-    from .round.plan import DOC_NAME, logits_argv
-    from .runtime.docker import DockerRuntime
+    from ..round.inputs import check_model
+    from ..round.plan import DOC_NAME, logits_argv
+    from ..runtime.docker import DockerRuntime
 
     p = profile.parity
     model = check_model(profile)
@@ -101,7 +101,7 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
             if not doc.exists():
                 raise InfraError(f"no document at {doc}", "Give parity.text and parity.tokenize, or the document.")
             (inputs / DOC_NAME).write_bytes(doc.read_bytes())
-            from .round.plan import document_problem
+            from ..round.plan import document_problem
             bad = document_problem(doc.read_bytes(), p.vocab)
             if bad:
                 raise InfraError(f"{doc}: {bad}", "Tokenise the document with the model's own tokenizer.")
@@ -129,8 +129,8 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
 def _make_document(profile: Profile, rt, built, src: Path, inputs: Path, work: Path, models: dict,
                    write_profile: bool, log: Callable[[str], None]) -> None:
     """Tokenise parity.text with the model's own tokenizer (the harness, in the reference image)."""
-    from .round.plan import fill
-    from .runtime.base import INPUTS_ROOT, OUT_ROOT
+    from ..round.plan import fill
+    from ..runtime.base import INPUTS_ROOT, OUT_ROOT
     p = profile.parity
     text = Path(p.text)
     (inputs / "text.txt").write_bytes(text.read_bytes())

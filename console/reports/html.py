@@ -13,11 +13,11 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
-from .core import gate
-from .core.receipt import BUILDS, Receipt, Rep, as_receipt
-from .core.rules import Bands
-from .core.verdict import Verdict
-from .report import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
+from ..core import gate
+from ..core.receipt import BUILDS, Receipt, Rep, as_receipt
+from ..core.rules import Bands
+from ..core.verdict import Verdict
+from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}

@@ -238,7 +238,7 @@ def read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
     try:
         return _read_lock(path)
     except (tomlkit.exceptions.TOMLKitError, UnicodeDecodeError, OSError) as e:
-        from .errors import UsageError
+        from ..errors import UsageError
         raise UsageError(f"{path}: not a readable reference.lock: {e}",
                          "Fix the TOML (comments are kept), or restore it from version control.") from None
 

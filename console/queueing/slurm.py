@@ -35,14 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .core.queue import Refusal, State
-from .errors import ExitCode, InfraError, UsageError
-from .profile import load_profile
-from .queue_store import QueueStore, Row
-from .store import atomic_write
+from ..core.queue import Refusal, State
+from ..errors import ExitCode, InfraError, UsageError
+from ..profile import load_profile
+from .jobs import JobState, job_state, run
+from .store import QueueStore, Row
+from ..results.store import atomic_write
 
 if TYPE_CHECKING:
-    from .queueing import WorkerOptions
+    from .worker import WorkerOptions
 
 PREFIX = "slurm:"
 
@@ -81,16 +82,8 @@ def load_site(path: Path) -> Site:
                 sbatch=tuple(sb), poll_seconds=float(data.get("poll_seconds", 2.0)), path=str(path))
 
 
-def _run(argv: list[str], timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess:
-    if shutil.which(argv[0]) is None:
-        raise InfraError(f"`{argv[0]}` is not on PATH: this machine is not a SLURM submit host",
-                         "Run the worker where sbatch, sinfo and scontrol work, or use `console queue work` "
-                         "without --scheduler slurm.")
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=stdin)
-
-
 def partition_nodes(site: Site) -> int:
-    r = _run(["sinfo", "-h", "-p", site.partition, "-o", "%D"])
+    r = run(["sinfo", "-h", "-p", site.partition, "-o", "%D"])
     if r.returncode != 0 or not r.stdout.strip():
         raise InfraError(f"partition '{site.partition}' is not known to SLURM: {r.stderr.strip() or 'sinfo said nothing'}",
                          f"Check `partition` in {site.path or 'the site file'} (`sinfo` lists the partitions).")
@@ -137,7 +130,7 @@ def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime
 
 def run_job(spec: Path, results: Path, opts: "WorkerOptions", say: Callable[[str], None]) -> int:
     """Inside the batch job: the round of the candidate in ``spec``, its outcome to a file."""
-    from .queueing import run_round_of
+    from .worker import run_round_of
     try:
         d = json.loads(spec.read_text())
     except (OSError, ValueError) as e:
@@ -158,64 +151,17 @@ def _quote(s: str) -> str:
 
 
 def submit(row: Row, script: str, site: Site) -> str:
-    r = _run(["sbatch", "--parsable", *site.sbatch], stdin=script)
+    r = run(["sbatch", "--parsable", *site.sbatch], stdin=script)
     if r.returncode != 0:
         raise InfraError(f"sbatch refused #{row.id}'s job: {r.stderr.strip()[:400]}",
                          "Check the partition and the site file's sbatch arguments; the candidate is back in the queue.")
     return r.stdout.strip().split(";")[0]
 
 
-@dataclass
-class JobState:
-    state: str                      # PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, NODE_FAIL, FAILED, …
-    reason: str = ""
-    node: str = ""
-    exit_code: str = ""
-    fields: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ended(self) -> bool:
-        return self.state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED")
-
-
-def job_state(job: str) -> JobState | None:
-    """The scheduler's view of a job (scontrol keeps ended jobs for MinJobAge), or None if forgotten."""
-    r = _run(["scontrol", "-o", "show", "job", job])
-    if r.returncode != 0:
-        return None
-    f = dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
-    return JobState(f.get("JobState", "UNKNOWN"), f.get("Reason", ""), f.get("NodeList", ""), f.get("ExitCode", ""), f)
-
-
-def remove_containers_of_ended_jobs(client, this_job: str | None) -> list[str]:
-    """Remove the run containers of batch jobs the scheduler says have ended (killed outright:
-    SIGKILL, a failed node), so they do not compete with this job's reps. Another job's live
-    containers on a shared daemon are left alone."""
-    from .runtime.docker import LABEL
-    said: list[str] = []
-    ended: dict[str, JobState | None] = {}
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}):
-        job = c.labels.get(f"{LABEL}.slurm-job", "")
-        if not job or job == this_job:
-            continue
-        if job not in ended:
-            ended[job] = job_state(job)
-        st = ended[job]
-        if st is not None and not st.ended:
-            continue
-        try:
-            c.remove(force=True)
-            said.append(f"removed container {c.name} left by batch job {job} "
-                        f"({'no longer known' if st is None else st.state.lower()})")
-        except Exception as e:      # gone meanwhile: nothing to do
-            said.append(f"could not remove container {c.name} of ended job {job}: {e}")
-    return said
-
-
 def watch(store: QueueStore, results: Path, say: Callable[[str], None]) -> int:
     """Record the outcomes of jobs that ended; give back candidates whose job ended without one.
     Returns the number of jobs still running."""
-    from .queueing import Finished, record
+    from .worker import Finished, record
     alive = 0
     for row in store.rows():
         w = row.worker or ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from console.store import fsync_dir
+from console.results.store import fsync_dir
 
 JOURNAL_DIR = "journal"
 
