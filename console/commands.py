@@ -134,14 +134,15 @@ def cmd_resume(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from .reports.replay import FollowSource, ReplaySource
+    from .reports.replay import FollowSource, ReplaySource, check_replayable
     from .tui.app import run_tui
     if not args.file.exists():
         raise UsageError(f"{args.file} does not exist", "Give a receipt (.json) or a journal (.jsonl).")
+    if args.follow and args.file.suffix != ".jsonl":
+        raise UsageError(f"--follow reads a journal (.jsonl), not {args.file.name}",
+                         "A running round writes results/<profile>/journal/<round>.jsonl.")
+    check_replayable(args.file, follow=args.follow)
     if args.follow:
-        if args.file.suffix != ".jsonl":
-            raise UsageError(f"--follow reads a journal (.jsonl), not {args.file.name}",
-                             "A running round writes results/<profile>/journal/<round>.jsonl.")
         return run_tui(FollowSource(args.file)) or 0
     return run_tui(ReplaySource(args.file, speed=args.speed)) or 0
 

@@ -133,6 +133,40 @@ class FollowSource(_Paced):
             self._abort.wait(self.poll_s)
 
 
+RECEIPT_SCHEMA_PREFIX = "bench-console/receipt/"
+_GIVE = "Give a sealed receipt (results/<profile>/receipt.json) or a round's journal (results/<profile>/journal/<round>.jsonl)."
+
+
+def check_replayable(path: Path, follow: bool = False) -> None:
+    """Raise a UsageError (what is wrong, what to give) unless ``path`` is a receipt or a
+    journal ``ReplaySource``/``FollowSource`` can play: asked before the console opens,
+    which would otherwise sit empty on a file it cannot read."""
+    from ..errors import UsageError
+    from ..results import journal
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}", _GIVE) from None
+    if follow or path.suffix == ".jsonl":
+        jr = journal.parse_journal(data)
+        if jr.damaged_line is not None:
+            raise UsageError(f"{path} is not a journal: line {jr.damaged_line} is not a JSON event", _GIVE)
+        if follow and not jr.events:
+            return      # a round that has only just opened its journal: the first line is on its way
+        if not jr.events or jr.events[0].get("kind") != "round_started":
+            raise UsageError(f"{path} is not a journal: a round's journal starts with a round_started event",
+                             _GIVE)
+        return
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise UsageError(f"{path} is neither a receipt nor a journal: not JSON ({e})", _GIVE) from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    # a newer schema is still replayed, its verdict shown as recorded (NOT_REDERIVED)
+    if not (isinstance(schema, str) and schema.startswith(RECEIPT_SCHEMA_PREFIX)):
+        raise UsageError(f"{path} is not a receipt: its schema is {schema!r}, not {RECEIPT_SCHEMA_PREFIX}N", _GIVE)
+
+
 def _event(line: dict[str, Any] | bytes, path: Path, n: int, last_at: float) -> ev.Event:
     """Line ``n``'s event (parsed, or raw bytes), or a notice that it was skipped (an unknown
     kind, not JSON)."""
