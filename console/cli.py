@@ -22,11 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="console",
         description="Benchmark console for inference engines: builds main and a candidate from scratch, "
-                    "checks parity first, times interleaved reps, adds pairs until the gain is decided at "
-                    "stated error rates, and seals a receipt anyone can re-derive.",
-        epilog="Exit codes: 0 accepted, none (no worthwhile change) or undecided, 1 rejected or slower, "
-               "2 usage or profile error, "
-               "3 infrastructure failure (retry), 4 held for review, 130 interrupted.")
+                    "checks parity first, times interleaved reps, adds pairs until the outcome is decided at "
+                    "stated error rates, and seals a receipt anyone can re-derive. Outcomes: accepted (with "
+                    "a tier), none (no change of gate.min_gain or more either way, at the stated error "
+                    "rates), slower, rejected (parity, claims, guards, protected paths), undecided (the "
+                    "budget ran out first), infra (the node or its tooling failed); see docs/DECIDING.md.",
+        epilog="Exit codes: 0 accepted, none or undecided; 1 rejected, or slower (0 with gate.slower = "
+               "\"record\"); 2 usage or profile error; 3 infra: infrastructure failure (retry, never a "
+               "regression); 4 held for review (implausible, or parity uncheckable); 130 interrupted.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
 
