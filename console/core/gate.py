@@ -39,7 +39,7 @@ from typing import Any, Mapping
 
 from console.core import accuracy, adjudication, claims, legacy, sequential, stats
 from console.core.adjudication import Adjudication, Ruling
-from console.core.parity import DepthStatus, depth_status, times, worst_depth
+from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
 from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
@@ -205,7 +205,7 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
 
 def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
     """One warning naming every depth that drifts from main while still legal, with its figures."""
-    figures = "; ".join(f"depth {st.depth}: KL {st.warning.value:.3g} nats, {times(st.drift)} main's"
+    figures = "; ".join(f"depth {st.depth}: KL {st.warning.value:.3g} nats, {versus_main(st.drift)}"
                         for st in drifting if st.warning is not None and st.warning.value is not None)
     return warning("parity-drift", f"legal drift against main at depth {', '.join(str(st.depth) for st in drifting)} "
                                    f"({figures}): under the bar {rules.kl_max:g}, so not rejected, but more than "

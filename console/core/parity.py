@@ -429,22 +429,26 @@ def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules
         return DepthStatus(d, "fail", drift, tuple(reasons))
     # The floor: below the absolute bar a ratio is never a regression.
     if main is not None and cand.kl >= rules.kl_max and cand.kl >= rules.ratchet * main.kl:
-        ratio = "∞" if drift is None else f"{drift:.2f}"
         reasons.append(_reason("parity-ratchet", d, "kl", cand.kl, rules.ratchet * main.kl,
-                               f"depth {d}: mean KL {_fmt(cand.kl)} nats is at the bar {_fmt(rules.kl_max)} "
-                               f"and {ratio}x main's {_fmt(main.kl)} (ratchet {rules.ratchet:g}x)"))
+                               f"depth {d}: mean KL {_fmt(cand.kl)} nats is at the bar {_fmt(rules.kl_max)}, "
+                               f"{versus_main(drift, main.kl)} (ratchet {rules.ratchet:g}x)"))
         return DepthStatus(d, "regressed", drift, tuple(reasons))
     if main is not None and is_drifting(cand.kl, main.kl, rules):
         return DepthStatus(d, "drift", drift, (), _reason(
             "parity-drift", d, "kl", cand.kl, rules.drift_floor,
-            f"depth {d}: drifting from main: mean KL {_fmt(cand.kl)} nats is {times(drift)} main's {_fmt(main.kl)} "
+            f"depth {d}: drifting from main: mean KL {_fmt(cand.kl)} nats, {versus_main(drift, main.kl)} "
             f"(under the bar {_fmt(rules.kl_max)}, so legal; reported from {_fmt(rules.drift_floor)} nats)"))
     return DepthStatus(d, "pass", drift, ())
 
 
-def times(drift: float | None) -> str:
-    """A drift ratio as said to people: "∞x" (main exactly 0), "26,000x", "2.50x"."""
-    return "∞x" if drift is None else f"{drift:,.0f}x" if drift >= 10 else f"{drift:.2f}x"
+def versus_main(drift: float | None, main_kl: float | None = None) -> str:
+    """A KL against main's, as said to people: "26,000x main's 1.1e-06", "2.50x main's" (without
+    ``main_kl``), or "main 0" where main's KL is exactly zero (a reference captured from main's own
+    release): a ratio to zero says nothing."""
+    if drift is None:
+        return "main 0"
+    ratio = f"{drift:,.0f}x" if drift >= 10 else f"{drift:.2f}x"
+    return f"{ratio} main's" if main_kl is None else f"{ratio} main's {_fmt(main_kl)}"
 
 
 def is_drifting(cand_kl: float, main_kl: float, rules: GateRules) -> bool:

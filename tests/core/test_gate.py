@@ -94,6 +94,14 @@ def test_legal_drift_is_a_warning_with_depths_and_figures_not_a_rejection():
     assert {row["depth"]: row["status"] for row in v.parity["depths"]}[2048] == "drift"
 
 
+def test_drift_against_main_exactly_zero_says_main_0_not_a_ratio():
+    # the llama profile's reference is main's own release: main's KL is zero by construction
+    r = make_receipt(cand_parity=depth_figures(kl=0.0, at={1024: {"kl": 0.028}}),
+                     main_parity=depth_figures(kl=0.0))
+    [w] = [w for w in decide(r, RULES).warnings if w.code == "parity-drift"]
+    assert "depth 1024: KL 0.028 nats, main 0)" in w.message and "∞" not in w.message
+
+
 def test_candidate_parity_error_rejects():
     v = decide(make_receipt(cand_error="logits file has shape [7, 2048], expected [7, 4, 2048]"), RULES)
     assert v.outcome == "rejected" and codes(v) == ["parity-error"]

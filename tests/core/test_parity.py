@@ -253,9 +253,17 @@ def test_tiny_ratios_do_not_cry_wolf():
     assert depth_status(fig(kl=1e-4), fig(kl=1e-7), RULES).status == "pass"
     # no main to compare with: no drift either
     assert depth_status(fig(kl=0.04), None, RULES).status == "pass"
-    # main exactly 0 and the candidate over the floor: infinitely many times main
-    inf = depth_status(fig(kl=0.02), fig(kl=0.0), RULES)
-    assert inf.status == "drift" and inf.drift is None and "∞x" in inf.warning.message
+    # main exactly 0 (a reference captured from main's own release) and the candidate over the
+    # floor: drift, said as main's figure, not as a ratio to zero
+    zero = depth_status(fig(kl=0.02), fig(kl=0.0), RULES)
+    assert zero.status == "drift" and zero.drift is None
+    assert "mean KL 0.02 nats, main 0 (under the bar" in zero.warning.message and "∞" not in zero.warning.message
+
+
+def test_ratchet_against_main_exactly_zero_says_main_0():
+    at_bar = depth_status(fig(kl=RULES.kl_max), fig(kl=0.0), RULES)
+    assert at_bar.status == "regressed" and "main 0 (ratchet" in at_bar.reasons[0].message
+    assert "∞" not in at_bar.reasons[0].message
 
 
 def test_drift_ratio():
