@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup demo test test-fast bench clean llama llama-setup
+.PHONY: setup setup-test demo test test-fast bench clean llama llama-setup
 LLAMA   := profiles/llama-cpp.toml
 
 $(STAMP): pyproject.toml
@@ -19,13 +19,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# debootstrap makes the base image once; tmux runs the end-to-end terminal test; chromium
-# renders the HTML report in its test; slurm-wlm and munge make the queue tests' SLURM cluster.
-setup: $(STAMP)
-	@for pair in debootstrap:debootstrap tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge; do \
+# $(call apt_tools,TOOL:PACKAGE ...): installs with apt the package of each tool not on PATH.
+define apt_tools
+@for pair in $(1); do \
 	  tool=$${pair%%:*}; pkg=$${pair##*:}; command -v $$tool >/dev/null || { echo "installing $$pkg"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null || \
 	  echo "could not install $$pkg: run 'sudo apt-get install $$pkg'"; }; done
+endef
+
+# What a round needs besides the venv and Docker: debootstrap, to make the base image once.
+setup: $(STAMP)
+	$(call apt_tools,debootstrap:debootstrap)
+
+# Only the tests need these: tmux runs the end-to-end terminal test; chromium renders the HTML
+# report in its test; slurm-wlm and munge make the queue tests' SLURM cluster.
+setup-test: setup
+	$(call apt_tools,tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge)
 
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
@@ -41,11 +50,13 @@ llama-setup: setup
 llama: llama-setup
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
 
-test: setup llama-setup
+test: setup-test llama-setup
 	$(BIN)/console images bootstrap --profile profiles/demo.toml
 	$(BIN)/pytest -q --durations=20
 
-test-fast: setup
+# No Docker or SLURM test runs here; the HTML report's browser test does (chromium).
+test-fast: $(STAMP)
+	$(call apt_tools,chromium:chromium)
 	$(BIN)/pytest -q -m "not docker and not slow"
 
 bench: setup

@@ -11,8 +11,8 @@ import pytest
 def screenshot(page: Path, shot: Path, size: tuple[int, int] = (1280, 2400)) -> None:
     chromium = shutil.which("chromium")
     if chromium is None:
-        pytest.fail("this test needs Chromium to render the report: run `make setup` (it installs `chromium` "
-                    "with apt)", pytrace=False)
+        pytest.fail("this test needs Chromium to render the report: run `make test-fast` or `make test` (they "
+                    "install `chromium` with apt)", pytrace=False)
     run = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                           f"--user-data-dir={shot.parent / 'chromium-profile'}", f"--screenshot={shot}",
                           f"--window-size={size[0]},{size[1]}", page.resolve().as_uri()],

@@ -1,6 +1,6 @@
 """A real SLURM cluster on this machine for the tests: munged, one slurmctld, two slurmd.
 
-Debian's `slurm-wlm` and `munge` (`make setup` installs them). Everything lives in one
+Debian's `slurm-wlm` and `munge` (`make test` installs them). Everything lives in one
 directory: the munge key and socket, slurm.conf, state, spools, logs and pid files; the
 daemons run as root and are stopped at the end. The two nodes are two `slurmd -N` on this
 host with their own ports, as slurm.conf's NodeHostname/Port allow. Clients find the cluster

@@ -1,6 +1,6 @@
 """The HTML report: a well-formed, self-contained page of real receipts, drawn by a real browser.
 
-The browser test needs Chromium (`make setup` installs it) and fails, never skips, without it.
+The browser test needs Chromium (`make test` and `make test-fast` install it) and fails, never skips, without it.
 """
 import html
 import json

@@ -29,7 +29,7 @@ CONSOLE = [sys.executable, "-m", "console.cli"]
 def cluster(tmp_path_factory):
     missing = Cluster.missing()
     if missing:
-        pytest.fail(f"this test needs a real SLURM cluster; missing: {', '.join(missing)}. `make setup` installs "
+        pytest.fail(f"this test needs a real SLURM cluster; missing: {', '.join(missing)}. `make test` installs "
                     "slurm-wlm and munge with apt.", pytrace=False)
     c = Cluster(tmp_path_factory.mktemp("slurm"))
     try:
