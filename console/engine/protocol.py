@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -141,71 +141,70 @@ def check_result(obj: dict[str, Any], *, metric: str, tokens: int, depth: int,
 
     Returns the typed result (only meaningful when the refusal list is empty).
     """
-    refusals: list[str] = []
-    for k in obj:
-        if k not in RESULT_KEYS:
-            refusals.append(f"unknown key {_short(k)}")
-    for k in RESULT_KEYS:
-        if k not in obj:
-            refusals.append(f"missing key '{k}'")
-
+    refusals = [f"unknown key {_short(k)}" for k in obj if k not in RESULT_KEYS]
+    refusals += [f"missing key '{k}'" for k in RESULT_KEYS if k not in obj]
     out: dict[str, Any] = {}
-
-    def text(k: str, allowed: tuple[str, ...] | None = None) -> None:
-        if k not in obj:
-            return
-        v = obj[k]
-        if not isinstance(v, str):
-            refusals.append(f"{k} is {_kind(v)}, not a string")
-        elif allowed is not None and v not in allowed:
-            refusals.append(f"{k} {_short(v)} is not one of " + ", ".join(f"'{a}'" for a in allowed))
-        else:
-            out[k] = v
-
-    def positive(k: str) -> None:
-        if k not in obj:
-            return
-        v = obj[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            refusals.append(f"{k} is {_kind(v)}, not a number")
-        elif isinstance(v, float) and math.isnan(v):
-            refusals.append(f"{k} is NaN")
-        elif isinstance(v, float) and math.isinf(v):
-            refusals.append(f"{k} is infinite")
-        elif v <= 0:
-            refusals.append(f"{k} {_num(v)} is not > 0")
-        else:
-            try:
-                f = float(v)
-            except OverflowError:
-                refusals.append(f"{k} is too large")
-                return
-            if math.isinf(f):
-                refusals.append(f"{k} is too large")
+    for k in RESULT_KEYS:
+        if k in obj:
+            value, problem = _FIELD_CHECKS[k](k, obj[k])
+            if problem is None:
+                out[k] = value
             else:
-                out[k] = f
+                refusals.append(problem)
+    refusals += _against_run(out, metric=metric, tokens=tokens, depth=depth, context=context)
+    return {k: out[k] for k in RESULT_KEYS if k in out}, refusals
 
-    def integer(k: str, lo: int) -> None:
-        if k not in obj:
-            return
-        v = obj[k]
-        if isinstance(v, float) and math.isfinite(v):
-            refusals.append(f"{k} {_num(v)} is not an integer")
-        elif isinstance(v, bool) or not isinstance(v, int):
-            refusals.append(f"{k} is {_kind(v)}, not an integer")
-        elif v < lo:
-            refusals.append(f"{k} {_num(v)} is below {lo}")
-        else:
-            out[k] = int(v)
 
-    text("metric")
-    positive("value")
-    integer("tokens", 1)
-    positive("elapsed_s")
-    integer("depth", 0)
-    text("context", CONTEXTS)
-    text("shortcut", SHORTCUTS)
+# Each field check: (the typed value, None) or (None, why it is refused).
 
+def _text(k: str, v: Any, allowed: tuple[str, ...] | None = None) -> tuple[str | None, str | None]:
+    if not isinstance(v, str):
+        return None, f"{k} is {_kind(v)}, not a string"
+    if allowed is not None and v not in allowed:
+        return None, f"{k} {_short(v)} is not one of " + ", ".join(f"'{a}'" for a in allowed)
+    return v, None
+
+
+def _positive(k: str, v: Any) -> tuple[float | None, str | None]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None, f"{k} is {_kind(v)}, not a number"
+    if isinstance(v, float) and math.isnan(v):
+        return None, f"{k} is NaN"
+    if isinstance(v, float) and math.isinf(v):
+        return None, f"{k} is infinite"
+    if v <= 0:
+        return None, f"{k} {_num(v)} is not > 0"
+    try:
+        f = float(v)
+    except OverflowError:       # an int too large for a float
+        return None, f"{k} is too large"
+    return (None, f"{k} is too large") if math.isinf(f) else (f, None)
+
+
+def _integer(k: str, v: Any, lo: int) -> tuple[int | None, str | None]:
+    if isinstance(v, float) and math.isfinite(v):
+        return None, f"{k} {_num(v)} is not an integer"
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None, f"{k} is {_kind(v)}, not an integer"
+    if v < lo:
+        return None, f"{k} {_num(v)} is below {lo}"
+    return int(v), None
+
+
+_FIELD_CHECKS: dict[str, Callable[[str, Any], tuple[Any, str | None]]] = {
+    "metric": _text,
+    "value": _positive,
+    "tokens": lambda k, v: _integer(k, v, 1),
+    "elapsed_s": _positive,
+    "depth": lambda k, v: _integer(k, v, 0),
+    "context": lambda k, v: _text(k, v, CONTEXTS),
+    "shortcut": lambda k, v: _text(k, v, SHORTCUTS),
+}
+
+
+def _against_run(out: dict[str, Any], *, metric: str, tokens: int, depth: int, context: str) -> list[str]:
+    """What the well-typed fields say that contradicts the run's parameters or each other."""
+    refusals = []
     if "metric" in out and out["metric"] != metric:
         refusals.append(f"metric {_short(out['metric'])} != expected {_short(metric)}")
     if "tokens" in out and out["tokens"] != tokens:
@@ -221,7 +220,7 @@ def check_result(obj: dict[str, Any], *, metric: str, tokens: int, depth: int,
         if not math.isfinite(implied) or abs(out["value"] - implied) > RATE_TOLERANCE * implied:
             refusals.append(f"value {_num(out['value'])} disagrees with tokens/elapsed_s "
                             f"{_num(implied)} by more than {RATE_TOLERANCE:.0%}")
-    return {k: out[k] for k in RESULT_KEYS if k in out}, refusals
+    return refusals
 
 
 def log_tail(data: bytes, lines: int = LOG_TAIL_LINES, width: int = LOG_LINE_CHARS) -> list[str]:
