@@ -106,6 +106,12 @@ def test_doc_context_cannot_claim_seek_shortcut():
     assert p.result is None and any("shortcut 'seek'" in r for r in p.refusals)
 
 
+def test_a_token_count_past_a_floats_range_is_refused_not_a_crash():
+    p = parse(line(tokens=10 ** 400))
+    assert p.result is None and "tokens 100000…(401 digits) != expected 256" in p.refusals
+    assert any("disagrees with tokens/elapsed_s" in r for r in p.refusals)
+
+
 def test_all_problems_are_listed_not_just_the_first():
     p = parse(line(metric="m", value=float("nan"), verdict="xl"))
     assert {"unknown key 'verdict'", "value is NaN", "metric 'm' != expected 'decode_tok_s'"} <= set(p.refusals)
