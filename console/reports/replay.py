@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from console import events as ev
 from console.core.sequential import Preview
@@ -134,7 +134,8 @@ class FollowSource(_Paced):
 
 
 RECEIPT_SCHEMA_PREFIX = "bench-console/receipt/"
-_GIVE = "Give a sealed receipt (results/<profile>/receipt.json) or a round's journal (results/<profile>/journal/<round>.jsonl)."
+_GIVE = ("Give a sealed receipt (results/<profile>/receipt.json) or a round's journal "
+         "(results/<profile>/journal/<round>.jsonl).")
 
 
 def check_replayable(path: Path, follow: bool = False) -> None:
@@ -233,29 +234,49 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
     rules the receipt itself records, exactly as `console verdict` does.
     """
     graded = _regrade(receipt)
-    t = _epoch(receipt.get("started_at"))
-    profile = receipt.get("profile") or {}
-    runtime = receipt.get("runtime") or {}
+    verdict = graded["verdict"] if graded else _as_recorded(receipt.get("verdict") or {})
     parity = receipt.get("parity") or {}
-    if graded:
-        verdict = graded["verdict"]
-    else:   # shown, never passed off as re-derived
-        stored = receipt.get("verdict") or {}
-        verdict = {**stored, "warnings": list(stored.get("warnings") or []) + [
-            {"code": "not-rederived", "message": NOT_REDERIVED}]}
-    builds = receipt.get("builds") or {}
+    t = _epoch(receipt.get("started_at"))
+    yield from _opening(receipt, parity, graded is not None, t)
+    t = yield from _build_events(receipt.get("builds") or {}, t)
+    t = yield from _parity_events(parity, graded, t)
+    yield from _ruling_events(graded, t)
+    t = yield from _rep_events(receipt, t)
+    d = (verdict.get("speed") or {}).get("decision")
+    if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
+        yield ev.DecisionStep.of(d, at=t)
+    yield ev.PhaseStarted(phase="verdict", at=t)
+    yield ev.VerdictReady(verdict=verdict, at=t)
+    end = _epoch(receipt.get("ended_at"), t)
+    yield ev.RoundEnded(status=str(receipt.get("status", "complete")),
+                        exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
+                        message="replayed from a sealed receipt", at=max(end, t))
+
+
+def _as_recorded(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored verdict this version cannot re-derive: shown, never passed off as re-derived."""
+    return {**stored, "warnings": list(stored.get("warnings") or []) + [
+        {"code": "not-rederived", "message": NOT_REDERIVED}]}
+
+
+def _opening(receipt: dict[str, Any], parity: dict[str, Any], rederived: bool, t: float) -> Iterator[ev.Event]:
+    profile = receipt.get("profile") or {}
     depths = sorted({d.get("depth") for b in ("main", "candidate")
                      for d in (parity.get(b) or {}).get("depths") or [] if "depth" in d})
     yield ev.RoundStarted(round_id=str(receipt.get("round_id", "")),
                           profile=str(profile.get("name", "")),
                           profile_sha256=str(profile.get("sha256", "")),
-                          runtime=str(runtime.get("kind", "")), host=receipt.get("host") or {},
+                          runtime=str((receipt.get("runtime") or {}).get("kind", "")), host=receipt.get("host") or {},
                           plan={"depths": depths, "parity": profile.get("parity") or {}}, at=t)
     yield ev.Notice(level="info", code="replay-receipt",
                     message="replay of a sealed receipt: build logs, telemetry samples and "
                             "notices are not kept in a receipt", at=t)
-    if not graded:
+    if not rederived:
         yield ev.Notice(level="warn", code="not-rederived", message=NOT_REDERIVED, at=t)
+
+
+def _build_events(builds: dict[str, Any], t: float) -> Generator[ev.Event, None, float]:
+    """Each build, stamped along its recorded build time; returns the time after the last."""
     yield ev.PhaseStarted(phase="build", at=t)
     for name, b in builds.items():
         yield ev.BuildStarted(build=name, source=b.get("source") or {}, at=t)
@@ -264,6 +285,12 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                            base_image_id=str(b.get("base_image_id", "")),
                            compiler=str(b.get("compiler", "")),
                            seconds=float(b.get("build_s") or 0.0), at=t)
+    return t
+
+
+def _parity_events(parity: dict[str, Any], graded: dict[str, Any] | None,
+                   t: float) -> Generator[ev.Event, None, float]:
+    """Each build's depths and parity result, then the scored path; returns the time after."""
     yield ev.PhaseStarted(phase="parity", at=t)
     for name in ("main", "candidate"):
         p = parity.get(name)
@@ -273,15 +300,10 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
             t += 0.05
             if graded:
                 d = {**d, **graded["depths"].get((name, d.get("depth")), {})}
-            yield ev.DepthGraded(build=name, depth=int(d.get("depth", 0)),
-                                 top1=float(d.get("top1", float("nan"))),
-                                 kl=float(d.get("kl", float("nan"))),
-                                 ref_entropy=float(d.get("ref_entropy", float("nan"))),
-                                 status=str(d.get("status") or "recorded"),
-                                 reasons=list(d.get("reasons") or []),
-                                 stats=d.get("stats") if isinstance(d.get("stats"), dict) else None, at=t)
+            yield _depth_graded(name, d, t)
         statuses = [d.get("status") for d in p.get("depths") or []]
-        ok = graded["parity_ok"].get(name, False) if graded else p.get("ok", p.get("error") is None and "fail" not in statuses)
+        ok = (graded["parity_ok"].get(name, False) if graded
+              else p.get("ok", p.get("error") is None and "fail" not in statuses))
         worst = graded["worst"].get(name) if graded else p.get("worst_depth")
         yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst,
                             error=p.get("error"), at=t)
@@ -291,6 +313,21 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                        top1=sp.get("top1"), kl=sp.get("kl"),
                                        ok=bool(graded["scored"].get(name)) if graded else bool(sp.get("ok", False)),
                                        error=sp.get("error"), at=t)
+    return t
+
+
+def _depth_graded(build: str, d: dict[str, Any], t: float) -> ev.DepthGraded:
+    return ev.DepthGraded(build=build, depth=int(d.get("depth", 0)),
+                          top1=float(d.get("top1", float("nan"))),
+                          kl=float(d.get("kl", float("nan"))),
+                          ref_entropy=float(d.get("ref_entropy", float("nan"))),
+                          status=str(d.get("status") or "recorded"),
+                          reasons=list(d.get("reasons") or []),
+                          stats=d.get("stats") if isinstance(d.get("stats"), dict) else None, at=t)
+
+
+def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event]:
+    """The re-derived adjudication ruling and task accuracy grade, where the round had them."""
     regraded = (graded or {}).get("verdict", {}).get("parity") or {}
     if isinstance(regraded.get("adjudication"), dict):
         ruling = regraded["adjudication"]
@@ -301,6 +338,10 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
         yield ev.AccuracyGraded(grade=grade, reasons=[r.get("message", "") for r in
                                                       (graded or {})["verdict"].get("reasons") or []
                                                       if str(r.get("code", "")).startswith("accuracy-")], at=t)
+
+
+def _rep_events(receipt: dict[str, Any], t: float) -> Generator[ev.Event, None, float]:
+    """The plan, then every rep stamped along its wall time; returns the time after the last."""
     yield ev.PhaseStarted(phase="reps", at=t)
     seq = receipt.get("sequential") or {}
     if isinstance(seq.get("preview"), dict):
@@ -319,12 +360,4 @@ def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Ite
                                      build=rep.get("build"), index=rep.get("index"), at=t)
         t += float(rep.get("wall_s") or 0.0)
         yield ev.RepDone(rep=rep, at=t)
-    d = (verdict.get("speed") or {}).get("decision")
-    if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
-        yield ev.DecisionStep.of(d, at=t)
-    yield ev.PhaseStarted(phase="verdict", at=t)
-    yield ev.VerdictReady(verdict=verdict, at=t)
-    end = _epoch(receipt.get("ended_at"), t)
-    yield ev.RoundEnded(status=str(receipt.get("status", "complete")),
-                        exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
-                        message="replayed from a sealed receipt", at=max(end, t))
+    return t
