@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 import xml.etree.ElementTree as ET
 
 from .. import events as ev
@@ -56,92 +56,104 @@ class LineReporter:
         if text is not None:
             self._line(e, text)
 
-    def format(self, e: ev.Event) -> str | None:  # noqa: C901 - a flat dispatch reads best
-        if isinstance(e, ev.RoundStarted):
-            self.progress.start(e.plan)
-            h = e.host
-            gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
-            return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
-                    f"{h.get('cpu_model', '?')} x{h.get('cores', '?')}, GPUs: {gpus}, "
-                    + (f"timed pairs until decided, at most {e.plan.get('reps')}" if e.plan.get("sequential")
-                       else f"{e.plan.get('reps')} timed pairs"))
-        if isinstance(e, ev.PhaseStarted):
-            return self._c(f"== {e.phase}", "bold")
-        if isinstance(e, ev.Notice):
-            colour = {"error": "red", "warn": "yellow"}.get(e.level, "blue")
-            return self._c(f"{e.level}: {e.message}", colour)
-        if isinstance(e, ev.BuildStarted):
-            self.build_t0[e.build] = e.at
-            return f"build {e.build}: started from {source_text(e.source)}"
-        if isinstance(e, ev.BuildLog):
-            if self.verbose:
-                return f"  {e.build} | {e.line}"
-            step = build_step(e.line)
-            if step is None:
-                return None
-            elapsed = e.at - self.build_t0.get(e.build, e.at)
-            return f"build {e.build}: step {step[0]}/{step[1]}, {duration(elapsed)}: {e.line.split(':', 1)[1].strip()[:60]}"
-        if isinstance(e, ev.BuildDone):
-            return (f"build {e.build}: done in {e.seconds:.1f}s, image {e.image_id[:19]}, "
-                    f"base {e.base_image_id[:19]}, compiler '{e.compiler}'")
-        if isinstance(e, ev.BuildFailed):
-            tail = "".join(f"\n    | {line}" for line in e.log_tail[-15:])
-            return self._c(f"build {e.build}: FAILED: {e.message}", "red") + tail
-        if isinstance(e, ev.DepthGraded):
-            colour = {"pass": "green", "uncheckable": "yellow", "drift": "yellow", "adjudicated": "yellow"}.get(e.status, "red")
-            extra = f" ({'; '.join(e.reasons)})" if e.reasons else ""
-            return (f"parity {e.build:9} depth {e.depth:5}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  "
-                    + self._c(e.status, colour) + extra)
-        if isinstance(e, ev.AccuracyProgress):
-            text = "accuracy " + accuracy_progress_text(e)
-            return self._c(text, "red") if e.error else text
-        if isinstance(e, ev.AccuracyGraded):
-            text = "accuracy " + accuracy_grade_text(e)
-            return self._c(text, "green" if e.grade.get("status") == "pass" else "red")
-        if isinstance(e, ev.AdjudicationStep):
-            colour = None if e.ok is None else ("green" if e.ok else "red")
-            text = f"adjudication {e.step}: {e.message}"
-            return self._c(text, colour) if colour else text
-        if isinstance(e, ev.ParityDone):
-            if e.error:
-                return self._c(f"parity {e.build}: FAILED: {e.error}", "red")
-            return f"parity {e.build}: worst depth {e.worst_depth}"
-        if isinstance(e, ev.ScoredPathChecked):
-            if e.error:
-                return self._c(f"scored path {e.build}: FAILED: {e.error}", "red")
-            status = self._c("pass", "green") if e.ok else self._c("FAIL", "red")
-            return f"scored path {e.build} @ depth {e.depth}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  {status}"
-        if isinstance(e, ev.RepStarted):
-            return None
-        if isinstance(e, ev.RepDone):
-            r = e.rep
-            value = f"{r['value']:.2f}" if r.get("value") is not None else "-"
-            mem = f"{r['peak_mem_bytes'] / 2**20:.0f} MiB" if r.get("peak_mem_bytes") else "mem ?"
-            status = r["status"] if r["status"] == "ok" else self._c(r["status"], "red" if r["status"] != "suspect" else "yellow")
-            why = ""
-            if r.get("refusals"):
-                why = " (" + "; ".join(r["refusals"]) + ")"
-            elif r.get("suspect"):
-                why = " (" + "; ".join(r["suspect"]) + ")"
-            p = self.progress.rep_done(r, e.at)
-            where = p.text() if p else f"rep at position {r['position']}"
-            return (f"{r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
-                    f"wall {r['wall_s']:.3f}s {mem} {status}{why}  [{where}]")
-        if isinstance(e, ev.TelemetrySample):
-            return None
-        if isinstance(e, ev.PlanReady):
-            pooled = (f"; pooled with {e.prior_rounds} earlier round(s), {e.prior_pairs} pairs" if e.prior_rounds
-                      else "")
-            return self._c(f"plan: {e.sentence}{pooled}", "blue")
-        if isinstance(e, ev.DecisionStep):
-            return "decision: " + decision_text(e)
-        if isinstance(e, ev.VerdictReady):
-            text = self.verdict_text(e.verdict)
-            return "\n".join([text, *annotations(e.verdict)]) if self.github else text
-        if isinstance(e, ev.RoundEnded):
-            where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
-            return f"round {e.status} (exit {e.exit_code}){where}"
+    def format(self, e: ev.Event) -> str | None:
+        """The line an event prints, or None for one that prints nothing."""
+        for cls in type(e).__mro__:
+            if cls in _LINES:
+                return _LINES[cls](self, e)
         return None
+
+    def _round_started(self, e: ev.RoundStarted) -> str:
+        self.progress.start(e.plan)
+        h = e.host
+        gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
+        return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
+                f"{h.get('cpu_model', '?')} x{h.get('cores', '?')}, GPUs: {gpus}, "
+                + (f"timed pairs until decided, at most {e.plan.get('reps')}" if e.plan.get("sequential")
+                   else f"{e.plan.get('reps')} timed pairs"))
+
+    def _notice(self, e: ev.Notice) -> str:
+        colour = {"error": "red", "warn": "yellow"}.get(e.level, "blue")
+        return self._c(f"{e.level}: {e.message}", colour)
+
+    def _build_started(self, e: ev.BuildStarted) -> str:
+        self.build_t0[e.build] = e.at
+        return f"build {e.build}: started from {source_text(e.source)}"
+
+    def _build_log(self, e: ev.BuildLog) -> str | None:
+        if self.verbose:
+            return f"  {e.build} | {e.line}"
+        step = build_step(e.line)
+        if step is None:
+            return None
+        elapsed = e.at - self.build_t0.get(e.build, e.at)
+        return f"build {e.build}: step {step[0]}/{step[1]}, {duration(elapsed)}: {e.line.split(':', 1)[1].strip()[:60]}"
+
+    def _build_done(self, e: ev.BuildDone) -> str:
+        return (f"build {e.build}: done in {e.seconds:.1f}s, image {e.image_id[:19]}, "
+                f"base {e.base_image_id[:19]}, compiler '{e.compiler}'")
+
+    def _build_failed(self, e: ev.BuildFailed) -> str:
+        tail = "".join(f"\n    | {line}" for line in e.log_tail[-15:])
+        return self._c(f"build {e.build}: FAILED: {e.message}", "red") + tail
+
+    def _depth_graded(self, e: ev.DepthGraded) -> str:
+        colour = {"pass": "green", "uncheckable": "yellow", "drift": "yellow", "adjudicated": "yellow"}.get(e.status, "red")
+        extra = f" ({'; '.join(e.reasons)})" if e.reasons else ""
+        return (f"parity {e.build:9} depth {e.depth:5}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  "
+                + self._c(e.status, colour) + extra)
+
+    def _accuracy_progress(self, e: ev.AccuracyProgress) -> str:
+        text = "accuracy " + accuracy_progress_text(e)
+        return self._c(text, "red") if e.error else text
+
+    def _accuracy_graded(self, e: ev.AccuracyGraded) -> str:
+        text = "accuracy " + accuracy_grade_text(e)
+        return self._c(text, "green" if e.grade.get("status") == "pass" else "red")
+
+    def _adjudication_step(self, e: ev.AdjudicationStep) -> str:
+        colour = None if e.ok is None else ("green" if e.ok else "red")
+        text = f"adjudication {e.step}: {e.message}"
+        return self._c(text, colour) if colour else text
+
+    def _parity_done(self, e: ev.ParityDone) -> str:
+        if e.error:
+            return self._c(f"parity {e.build}: FAILED: {e.error}", "red")
+        return f"parity {e.build}: worst depth {e.worst_depth}"
+
+    def _scored_path(self, e: ev.ScoredPathChecked) -> str:
+        if e.error:
+            return self._c(f"scored path {e.build}: FAILED: {e.error}", "red")
+        status = self._c("pass", "green") if e.ok else self._c("FAIL", "red")
+        return f"scored path {e.build} @ depth {e.depth}: top-1 {e.top1:.3f}  KL {e.kl:.2e}  {status}"
+
+    def _rep_done(self, e: ev.RepDone) -> str:
+        r = e.rep
+        value = f"{r['value']:.2f}" if r.get("value") is not None else "-"
+        mem = f"{r['peak_mem_bytes'] / 2**20:.0f} MiB" if r.get("peak_mem_bytes") else "mem ?"
+        status = r["status"] if r["status"] == "ok" else self._c(r["status"], "red" if r["status"] != "suspect" else "yellow")
+        why = ""
+        if r.get("refusals"):
+            why = " (" + "; ".join(r["refusals"]) + ")"
+        elif r.get("suspect"):
+            why = " (" + "; ".join(r["suspect"]) + ")"
+        p = self.progress.rep_done(r, e.at)
+        where = p.text() if p else f"rep at position {r['position']}"
+        return (f"{r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
+                f"wall {r['wall_s']:.3f}s {mem} {status}{why}  [{where}]")
+
+    def _plan_ready(self, e: ev.PlanReady) -> str:
+        pooled = (f"; pooled with {e.prior_rounds} earlier round(s), {e.prior_pairs} pairs" if e.prior_rounds
+                  else "")
+        return self._c(f"plan: {e.sentence}{pooled}", "blue")
+
+    def _verdict_ready(self, e: ev.VerdictReady) -> str:
+        text = self.verdict_text(e.verdict)
+        return "\n".join([text, *annotations(e.verdict)]) if self.github else text
+
+    def _round_ended(self, e: ev.RoundEnded) -> str:
+        where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
+        return f"round {e.status} (exit {e.exit_code}){where}"
 
     def verdict_text(self, v: dict) -> str:
         outcome = v.get("outcome", "?")
@@ -171,6 +183,30 @@ class LineReporter:
         for w in v.get("warnings", []):
             lines.append(self._c(f"  ! {w.get('message', w.get('code'))}", "yellow"))
         return "\n".join(lines)
+
+
+# Which LineReporter method prints each kind of event; kinds not here print nothing
+# (RepStarted, TelemetrySample: the rep's own line and the telemetry come with RepDone).
+_LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
+    ev.RoundStarted: LineReporter._round_started,
+    ev.PhaseStarted: lambda self, e: self._c(f"== {e.phase}", "bold"),
+    ev.Notice: LineReporter._notice,
+    ev.BuildStarted: LineReporter._build_started,
+    ev.BuildLog: LineReporter._build_log,
+    ev.BuildDone: LineReporter._build_done,
+    ev.BuildFailed: LineReporter._build_failed,
+    ev.DepthGraded: LineReporter._depth_graded,
+    ev.AccuracyProgress: LineReporter._accuracy_progress,
+    ev.AccuracyGraded: LineReporter._accuracy_graded,
+    ev.AdjudicationStep: LineReporter._adjudication_step,
+    ev.ParityDone: LineReporter._parity_done,
+    ev.ScoredPathChecked: LineReporter._scored_path,
+    ev.RepDone: LineReporter._rep_done,
+    ev.PlanReady: LineReporter._plan_ready,
+    ev.DecisionStep: lambda self, e: "decision: " + decision_text(e),
+    ev.VerdictReady: LineReporter._verdict_ready,
+    ev.RoundEnded: LineReporter._round_ended,
+}
 
 
 def tier_text(v: dict) -> str:
