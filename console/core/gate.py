@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from console.core import accuracy, adjudication, claims, legacy, sequential, stats
 from console.core.adjudication import Adjudication, Ruling
@@ -534,7 +534,10 @@ def _apparatus_touched(r: Receipt) -> Reason:
 
 
 def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
-    """The verdict of one round (or noise round), from its receipt's raw measurements."""
+    """The verdict of one round (or noise round), from its receipt's raw measurements.
+
+    Stages in order, the first that stops the round giving the verdict: the apparatus, parity
+    and task accuracy, the reps that count, the guards, then the speed decision."""
     r = as_receipt(receipt)
     if r.kind == "noise":
         return _decide_noise(r, rules)
@@ -547,11 +550,37 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     accuracy_table, accuracy_reasons = grade_accuracy(r, rules)
     if accuracy_table is not None:
         parity["accuracy"] = accuracy_table
-    warnings = said + warnings
+    warnings = said + warnings      # the stages below add theirs: every verdict carries them all
+    verdict = _verdicts(warnings, parity)
+    if (stopped := _before_timing(r, rules, parity, parity_reasons, accuracy_reasons, verdict)) is not None:
+        return stopped
+    c = counted(r, rules)
+    warnings.extend(c.warnings)
+    if (stopped := _reps_invalid(c, verdict)) is not None:
+        return stopped
+    guard_reasons: list[Reason] = []
+    guard_infra: list[Reason] = []
+    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, legacy_rules=r.legacy)
+    if guard_reasons:
+        return verdict("rejected", guard_reasons, suppressed="guard breached", guards=guards)
+    if guard_infra:
+        return verdict("infra", guard_infra, suppressed="guard not measured", guards=guards)
+    if r.legacy:
+        return _decide_legacy_speed(r, c, rules, guards, warnings, verdict)
+    return _decide_speed(r, c, rules, guards, warnings, verdict)
 
+
+def _verdicts(warnings: list[Caveat], parity: dict[str, Any]) -> Callable[..., Verdict]:
+    """A maker of this round's verdicts: each carries the round's warnings and parity table."""
     def verdict(outcome: str, reasons: list, speed: Speed | None = None, **kw: Any) -> Verdict:
         return Verdict(outcome=outcome, reasons=reasons, warnings=warnings, parity=parity, speed=speed, **kw)
+    return verdict
 
+
+def _before_timing(r: Receipt, rules: GateRules, parity: dict[str, Any], parity_reasons: list[Reason],
+                   accuracy_reasons: list[Reason], verdict: Callable[..., Verdict]) -> Verdict | None:
+    """The verdict when the round stops before its timed reps count: a node fault, the reference's
+    side of task accuracy, a parity or accuracy failure, or parity that cannot be checked."""
     if r.status == "infra":
         return verdict("infra", [_node_fault(r)], suppressed="infra")
     if any(x.build is None for x in accuracy_reasons):
@@ -567,9 +596,12 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
                                               "every depth has a near-uniform reference: parity cannot "
                                               "be checked, held for review", build=None)],
                        suppressed="parity uncheckable")
+    return None
 
-    c = counted(r, rules)
-    warnings.extend(c.warnings)
+
+def _reps_invalid(c: Counted, verdict: Callable[..., Verdict]) -> Verdict | None:
+    """The verdict when the reps that count cannot be compared: main's invalid, the candidate's
+    claims refused, or too few valid timed reps on a side."""
     if c.problems["main"]:
         main_invalid = [x.prefixed("main invalid: ") for x in c.problems["main"]]
         return verdict("infra", main_invalid + c.problems["candidate"], suppressed="main invalid")
@@ -581,25 +613,26 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
                                         f"{b}: {len(c.valid.get((b, 'timed'), []))} valid timed rep(s); "
                                         "at least 2 are needed (the rest failed the node, not the build)",
                                         build=b) for b in short], suppressed="too few valid reps")
+    return None
 
-    guard_reasons: list[Reason] = []
-    guard_infra: list[Reason] = []
-    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, legacy_rules=r.legacy)
-    if guard_reasons:
-        return verdict("rejected", guard_reasons, suppressed="guard breached", guards=guards)
-    if guard_infra:
-        return verdict("infra", guard_infra, suppressed="guard not measured", guards=guards)
 
-    if r.legacy:
-        speed, not_significant, tier = legacy.decide_speed(c, r.lock, rules, warnings)
-        pin_warnings(speed.main_median, r.lock, rules, warnings)
-        speed.guards = guards
-        if (held := _implausible(speed)) is not None:
-            return verdict("implausible", [held], speed, would_be_tier=tier)
-        if not_significant is not None:
-            return verdict("none", [not_significant], speed)
-        return verdict("accepted", [], speed, tier=tier)
+def _decide_legacy_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, Any],
+                         warnings: list[Caveat], verdict: Callable[..., Verdict]) -> Verdict:
+    """A schema-1 receipt: the fixed-reps rules it was sealed under."""
+    speed, not_significant, tier = legacy.decide_speed(c, r.lock, rules, warnings)
+    pin_warnings(speed.main_median, r.lock, rules, warnings)
+    speed.guards = guards
+    if (held := _implausible(speed)) is not None:
+        return verdict("implausible", [held], speed, would_be_tier=tier)
+    if not_significant is not None:
+        return verdict("none", [not_significant], speed)
+    return verdict("accepted", [], speed, tier=tier)
 
+
+def _decide_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, Any],
+                  warnings: list[Caveat], verdict: Callable[..., Verdict]) -> Verdict:
+    """The sequential decision on the paired gain: accepted, slower, none or undecided, unless
+    the result is implausible or its pairs conflict or shift."""
     speed, d = _speed(r, c, rules, warnings)
     speed.guards = guards
     if (doubt := unresolved_claim(c)) is not None:
