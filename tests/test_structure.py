@@ -4,7 +4,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EDGES = ("docker", "textual", "pynvml", "tomlkit", "rich", "console.runtime", "console.telemetry", "console.tui")
+EDGES = ("docker", "textual", "pynvml", "tomlkit", "rich", "pydantic", "console.runtime", "console.telemetry",
+         "console.tui")
 
 
 def test_importing_the_core_loads_no_edge():
@@ -45,6 +46,12 @@ def test_the_receipt_doc_is_generated_from_the_core_types():
     from console.reports import receipt_doc
     assert receipt_doc.render(receipt_doc.DOC.read_text()) == receipt_doc.DOC.read_text(), \
         "docs/RECEIPT.md is out of date: run `python -m console.reports.receipt_doc`"
+
+
+def test_the_profile_key_reference_is_generated_from_the_declarations():
+    from console.profile import doc
+    assert doc.render(doc.DOC.read_text()) == doc.DOC.read_text(), \
+        "docs/PROFILES.md is out of date: run `python -m console.profile.doc`"
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -108,7 +115,9 @@ def test_the_cycle_finder_finds_one():
 
 def test_the_top_level_holds_only_the_entry_points_and_shared_vocabulary():
     top = sorted(p.stem for p in (ROOT / "console").glob("*.py"))
-    assert top == ["__init__", "cli", "commands", "errors", "events", "paths", "profile"], top
+    assert top == ["__init__", "cli", "commands", "errors", "events", "paths"], top
+    # the profile is a package: its declared tables, the loader, the generated key reference
+    assert (ROOT / "console" / "profile" / "__init__.py").is_file()
 
 
 MAX_FUNCTION_LINES = 80
