@@ -97,6 +97,15 @@ class BuildDone(Event):
     base_image_id: str
     compiler: str
     seconds: float
+    reused_from: str = ""       # the round whose image of the same build key was reused ("" = built now)
+    key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        for k in ("reused_from", "key"):
+            if not d[k]:
+                del d[k]        # absent, as in journals written before builds had keys
+        return d
 
 
 @dataclass

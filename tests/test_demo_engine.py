@@ -36,7 +36,7 @@ KL_MAX = PROFILE["gate"]["kl_max"]
 TOP1_MIN = PROFILE["gate"]["top1_min"]
 BYTES_PER_POS = PROFILE["bench"]["seek_bytes_per_position"]
 VARIANTS = ["main", "fast", "noise", "slower", "corrupt-deep", "fast-path-broken", "inflate",
-            "fake-seek", "touch-apparatus"]
+            "fake-seek", "touch-apparatus", "unreproducible"]
 RESULT_KEYS = {"metric", "value", "tokens", "elapsed_s", "depth", "context", "shortcut"}
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("git") is None,
@@ -282,7 +282,7 @@ def test_bench_doc_logits_equal_logits_path(engines, tmp_path, main_logits, refe
 
 # --- candidates ---------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", ["fast", "slower"])
+@pytest.mark.parametrize("variant", ["fast", "slower", "unreproducible"])
 def test_fast_and_slower_are_bitwise_main(engines, tmp_path, variant, main_logits):
     # Same math as main, to the bit, on both bench paths and the logits command. Whether it is
     # faster or slower is the gate's question, answered by a real round (tests/integration),
@@ -294,6 +294,13 @@ def test_fast_and_slower_are_bitwise_main(engines, tmp_path, variant, main_logit
             (tmp_path / f"v-{ctx}" / "bench_logits.npy").read_bytes()
     assert np.array_equal(logits(engines[variant], tmp_path / "l", [DEPTHS[0], 1024]),
                           main_logits[[0, DEPTHS.index(1024)]])
+
+
+def test_unreproducible_differs_between_two_builds_of_its_tree(tmp_path):
+    import time
+    first = _build("unreproducible", tmp_path / "one").read_bytes()
+    time.sleep(1.1)                 # __TIME__ has a resolution of one second
+    assert _build("unreproducible", tmp_path / "two").read_bytes() != first
 
 
 def test_noise_is_bitwise_main(engines, tmp_path):

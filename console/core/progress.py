@@ -34,6 +34,11 @@ class Progress:
                                                      else "time left not yet measured")
 
 
+def build_how(seconds: float, reused_from: str = "") -> str:
+    """How a build was obtained, said alike by the headless lines, the TUI and replay."""
+    return f"reused from {reused_from} (same build key)" if reused_from else f"built in {seconds:.1f} s"
+
+
 def duration(seconds: float) -> str:
     s = max(0, int(round(seconds)))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")

@@ -133,10 +133,13 @@ class Build:
     tools: dict[str, str] | None = None     # every other build tool the profile asserts: name -> version line
     engine_sha256: str | None = None        # digest over the built files below
     engine_files: dict[str, str] | None = None  # path under the engine root -> sha256
+    key: str | None = None                  # engine.buildkey: sha256 over everything that went into the build
+    reused_from: dict[str, Any] | None = None   # {round, image_id, built_at}: an earlier build of the same key, reused
+    reproduced: dict[str, Any] | None = None    # a rebuild of a key built before: {of, round, same, changed, ...}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("tools", "engine_sha256", "engine_files"):
+        for k in ("tools", "engine_sha256", "engine_files", "key", "reused_from", "reproduced"):
             if d[k] is None:
                 del d[k]        # absent, as in receipts that predate them
         return d
@@ -147,7 +150,8 @@ class Build:
                    image_id=d.get("image_id"), base_image_id=d.get("base_image_id"),
                    compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")),
                    tools=d.get("tools"), engine_sha256=d.get("engine_sha256"),
-                   engine_files=d.get("engine_files"))
+                   engine_files=d.get("engine_files"), key=d.get("key"), reused_from=d.get("reused_from"),
+                   reproduced=d.get("reproduced"))
 
 
 @dataclass

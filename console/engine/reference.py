@@ -88,8 +88,7 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
         work = Path(tmp)
         log(f"reference source: {sources.spec_label(source)}")
         snap = sources.snapshot(source, work / "src", exclude=profile.exclude)
-        built = rt.build("reference", snap.dir, profile.image, log, harness=profile.harness)
-        log(f"built the reference: {built.image_id[:19]} in {built.seconds:.0f} s ({built.compiler})")
+        built = _reference_build(rt, profile, snap, log)
         models = {f.name: f.path for f in profile.model}
         inputs = work / "inputs"
         inputs.mkdir()
@@ -124,6 +123,24 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
             sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None,
             "model": model, "weights_sha256": model[0]["sha256"] if model else None}
     return _store(profile, arr, log, write_profile, meta)
+
+
+def _reference_build(rt, profile: Profile, snap, log: Callable[[str], None]):
+    """The reference source's build: an image of the same build key if this node has one (a round
+    of main built it, say), else a new build labelled with its key for the rounds after it."""
+    from . import buildkey, sources
+    harness_sha = sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None
+    key = buildkey.build_key(buildkey.inputs_of(rt.recipe(profile.image), snap.record["tree_sha256"], profile.image,
+                                                profile.harness, harness_sha))
+    built = rt.find_build("reference", key, profile.image)
+    if built is not None:
+        log(f"reused the reference's build: {built.image_id[:19]}, built by "
+            f"{built.reused_from.get('round') or 'an earlier round'} from the same inputs (key {key[:12]})")
+        return built
+    built = rt.build("reference", snap.dir, profile.image, log, harness=profile.harness, key=key,
+                     origin="reference capture")
+    log(f"built the reference: {built.image_id[:19]} in {built.seconds:.0f} s ({built.compiler})")
+    return built
 
 
 def _make_document(profile: Profile, rt, built, src: Path, inputs: Path, work: Path, models: dict,

@@ -313,7 +313,8 @@ def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[
 
 
 def remove_images(receipt: dict[str, Any]) -> list[str]:
-    """Remove the engine images a sealed round built (their IDs stay in its receipt); never a base."""
+    """Remove the candidate images a sealed round used (their IDs stay in its receipt); never a base,
+    and never main's: the next candidate against the same main reuses it by its build key."""
     from ..runtime.docker import connect
     client = connect()
     said: list[str] = []
@@ -321,6 +322,10 @@ def remove_images(receipt: dict[str, Any]) -> list[str]:
     for build, b in (receipt.get("builds") or {}).items():
         image = b.get("image_id") or ""
         if not image.startswith("sha256:") or image in seen or image == b.get("base_image_id"):
+            continue
+        if build == "main" or image == (receipt["builds"].get("main") or {}).get("image_id"):
+            said.append(f"kept main's image {image[:19]}: the next round of this main reuses it")
+            seen.add(image)
             continue
         seen.add(image)
         try:

@@ -284,7 +284,8 @@ def _build_events(builds: dict[str, Any], t: float) -> Generator[ev.Event, None,
         yield ev.BuildDone(build=name, image_id=str(b.get("image_id", "")),
                            base_image_id=str(b.get("base_image_id", "")),
                            compiler=str(b.get("compiler", "")),
-                           seconds=float(b.get("build_s") or 0.0), at=t)
+                           seconds=float(b.get("build_s") or 0.0), at=t,
+                           reused_from=_reused(b), key=str(b.get("key") or ""))
     return t
 
 
@@ -361,3 +362,9 @@ def _rep_events(receipt: dict[str, Any], t: float) -> Generator[ev.Event, None, 
         t += float(rep.get("wall_s") or 0.0)
         yield ev.RepDone(rep=rep, at=t)
     return t
+
+
+def _reused(build: dict) -> str:
+    """The round whose image a build reused, as the live round said it ("" when built)."""
+    was = build.get("reused_from")
+    return str(was.get("round") or "an earlier round") if isinstance(was, dict) else ""

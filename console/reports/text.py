@@ -14,7 +14,7 @@ from typing import IO, Any, Callable, Mapping
 import xml.etree.ElementTree as ET
 
 from .. import events as ev
-from ..core.progress import Tracker, build_step, duration
+from ..core.progress import Tracker, build_how, build_step, duration
 from ..core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
@@ -90,7 +90,7 @@ class LineReporter:
         return f"build {e.build}: step {step[0]}/{step[1]}, {duration(elapsed)}: {e.line.split(':', 1)[1].strip()[:60]}"
 
     def _build_done(self, e: ev.BuildDone) -> str:
-        return (f"build {e.build}: done in {e.seconds:.1f}s, image {e.image_id[:19]}, "
+        return (f"build {e.build}: {build_how(e.seconds, e.reused_from)}, image {e.image_id[:19]}, "
                 f"base {e.base_image_id[:19]}, compiler '{e.compiler}'")
 
     def _build_failed(self, e: ev.BuildFailed) -> str:

@@ -34,6 +34,7 @@ class RoundConfig:
     telemetry: Any = None           # a console.telemetry Telemetry; opened when None
     keep_work: bool = False
     fresh: bool = False             # pool nothing with earlier rounds of the same experiment
+    rebuild: bool = False           # build both again even where an image of the same build key exists
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
                        "scored_path_depth": p.parity.scored_path_depth},
             "main": spec_text(cfg.main), "candidate": spec_text(cfg.candidate),
             "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
-            "lock_path": str(cfg.lock_path) if cfg.lock_path else None, "fresh": cfg.fresh}
+            "lock_path": str(cfg.lock_path) if cfg.lock_path else None, "fresh": cfg.fresh,
+            "rebuild": cfg.rebuild}
 
 
 def pair_budget(cfg: RoundConfig) -> int:

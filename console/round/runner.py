@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from .. import events as ev
 from ..results import journal, lockfile, store
-from ..engine import sources
+from ..engine import buildkey, sources
 from ..engine.adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health, reruns, sequential
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
@@ -53,6 +53,7 @@ class Round:
         self._worker: threading.Thread | None = None
         self._ref_meta: dict = {}
         self._harness = None            # the profile's harness as copied at the start of the round
+        self._harness_sha256: str | None = None
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
 
     # --- public --------------------------------------------------------------
@@ -183,6 +184,7 @@ class Round:
         # Model files and the harness are checked before anything is built.
         model = check_model(p)
         self._harness, harness = snapshot_harness(p, work / "harness")
+        self._harness_sha256 = (harness or {}).get("tree_sha256")
         ref_meta = reference_meta(p)
 
         receipt = Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at,
@@ -274,26 +276,57 @@ class Round:
         return pins
 
     def _build(self, name: str, snap: sources.Snapshot) -> BuildResult:
+        """The build of ``name``: the journal's on resume, else an image of the same build key this
+        node already has (unless --rebuild), else a new build."""
         self._check_abort()
         resume = self.cfg.resume
         built = resume.recorded_build(name, snap.record.get("tree_sha256"), self._runtime) if resume else None
         if built is None:
-            self._emit(ev.BuildStarted(build=name, source=snap.record))
-            try:
-                built = self._runtime.build(name, snap.dir, self.p.image,
-                                            lambda line: self._emit(ev.BuildLog(build=name, line=line)),
-                                            harness=self._harness)
-            except ConsoleError as e:
-                self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
-                raise
-            recorded = resume.recorded_image(name) if resume else None
-            if recorded and resume.reps and built.image_id != recorded:
-                # Only a local build can be redone on resume: it must be byte-identical.
-                raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
-                                 f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
+            key = buildkey.build_key(buildkey.inputs_of(self._runtime.recipe(self.p.image), snap.record["tree_sha256"],
+                                                        self.p.image, self._harness, self._harness_sha256))
+            built = None if self.cfg.rebuild else self._runtime.find_build(name, key, self.p.image)
+            if built is None:
+                built = self._new_build(name, snap, key)
+        reused = (built.reused_from or {}).get("round") or ("an earlier round" if built.reused_from else "")
         self._emit(ev.BuildDone(build=name, image_id=built.image_id, base_image_id=built.base_image_id,
-                                compiler=built.compiler, seconds=round(built.seconds, 3)))
+                                compiler=built.compiler, seconds=round(built.seconds, 3), reused_from=reused,
+                                key=built.key))
         return built
+
+    def _new_build(self, name: str, snap: sources.Snapshot, key: str) -> BuildResult:
+        resume = self.cfg.resume
+        self._emit(ev.BuildStarted(build=name, source=snap.record))
+        try:
+            built = self._runtime.build(name, snap.dir, self.p.image,
+                                        lambda line: self._emit(ev.BuildLog(build=name, line=line)),
+                                        harness=self._harness, key=key, origin=self.round_id)
+        except ConsoleError as e:
+            self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
+            raise
+        recorded = resume.recorded_image(name) if resume else None
+        if recorded and resume.reps and built.image_id != recorded:
+            # Only a local build can be redone on resume: it must be byte-identical.
+            raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
+                             f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
+        if self.cfg.rebuild:
+            self._check_reproduced(name, built)
+        return built
+
+    def _check_reproduced(self, name: str, built: BuildResult) -> None:
+        """A rebuild of a key this node built before must give the same engine files; when it does
+        not, that is a finding for the receipt, with the files that differ."""
+        before = self._runtime.find_build(name, built.key, self.p.image, not_id=built.image_id)
+        if before is None or before.engine_files is None or built.engine_files is None:
+            return
+        diff = buildkey.diff_files(before.engine_files, built.engine_files)
+        of = (before.reused_from or {}).get("round") or "an earlier round"
+        built.reproduced = {"of": before.image_id, "round": of, **diff.to_dict()}
+        if diff.same:
+            self._notice("info", "build-reproduced", f"{name}: the rebuild reproduced the engine files of "
+                         f"{of}'s build of the same key ({len(built.engine_files)} files)")
+        else:
+            self._notice("warn", "build-not-reproduced", f"{name}: a rebuild with the same inputs as {of}'s "
+                         f"build did not reproduce its engine files: {diff.sentence()}")
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:
         ref = checks.read_reference(b)
@@ -316,7 +349,13 @@ class Round:
                 par.scored_path["candidate"] = par.scored_path["main"]
             return
         self._adjudicate(b, par, ref)
-        if self.p.accuracy is not None:
+        if self.p.accuracy is None:
+            return
+        if gate.grade_parity(receipt, self.p.gate)[1]:
+            # the round stops at the stage that rejects it: no score could undo a parity failure
+            self._notice("info", "accuracy-skipped", "task accuracy was not measured: parity already rejects "
+                         "the candidate, and no score could change that")
+        else:
             self._accuracy(b, receipt)
 
     def _adjudicate(self, b: Bench, par, ref) -> None:
@@ -495,6 +534,7 @@ def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> B
         b.image_id, b.base_image_id = built.image_id, built.base_image_id
         b.compiler, b.build_s = built.compiler, round(built.seconds, 3)
         b.tools = built.tools or None
+        b.key, b.reused_from, b.reproduced = built.key or None, built.reused_from, built.reproduced
         if built.engine_files is not None:
             b.engine_files = built.engine_files
             b.engine_sha256 = sources.digest_of(built.engine_files)

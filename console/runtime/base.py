@@ -36,6 +36,9 @@ class BuildResult:
     root: str = ""          # local runtime: directory that stands for ENGINE_ROOT / SRC_ROOT
     tools: dict[str, str] | None = None         # asserted build tools besides the compiler
     engine_files: dict[str, str] | None = None  # path under ENGINE_ROOT -> sha256
+    key: str = ""                   # engine.buildkey: what went into the build
+    reused_from: dict | None = None     # {round, image_id, built_at}: an earlier build of the same key
+    reproduced: dict | None = None      # --rebuild of a key built before: how its engine files compare
 
 
 @dataclass
@@ -71,8 +74,11 @@ class Runtime(Protocol):
 
     def host_facts(self) -> dict: ...
     def cleanup_leftovers(self) -> int: ...
+    def recipe(self, image: "ImageSpec") -> dict[str, str]: ...  # noqa: F821
+    def find_build(self, build: str, key: str, image: "ImageSpec",  # noqa: F821
+                   not_id: str = "") -> BuildResult | None: ...
     def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink,  # noqa: F821
-              harness: "HarnessSpec | None" = None) -> BuildResult: ...  # noqa: F821
+              harness: "HarnessSpec | None" = None, key: str = "", origin: str = "") -> BuildResult: ...  # noqa: F821
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
             watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...

@@ -5,6 +5,7 @@ crash can be cleaned up on the next start (``cleanup_leftovers``).
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
@@ -206,8 +207,32 @@ class DockerRuntime:
 
     # --- builds --------------------------------------------------------------
 
+    def recipe(self, image: ImageSpec) -> dict[str, str]:
+        """What this runtime puts into every build besides the trees and commands: the pinned base
+        (by ID) and the Dockerfile, by digest. Part of a build's key."""
+        return {"runtime": self.kind, "base_image_id": self.base_image_id(image.base),
+                "recipe_sha256": hashlib.sha256(DOCKERFILE.read_bytes()).hexdigest()}
+
+    def find_build(self, build: str, key: str, image: ImageSpec, not_id: str = "") -> BuildResult | None:
+        """The newest image on this node built from ``key``'s inputs (its label), as a build of
+        ``build``; its engine files are read again from the image, not taken from any record."""
+        try:
+            found = self.client.images.list(filters={"label": f"{LABEL}.key={key}"})
+        except Exception as e:
+            raise InfraError(f"could not list the engine images: {_short(e)}", "Check the Docker daemon.") from None
+        found = sorted((i for i in found if i.id != not_id), key=lambda i: i.attrs.get("Created", ""), reverse=True)
+        if not found:
+            return None
+        img = found[0]
+        labels = img.labels or {}
+        return BuildResult(build=build, image_id=img.id, base_image_id=self.base_image_id(image.base),
+                           compiler=labels.get(f"{LABEL}.compiler", image.compiler), seconds=0.0,
+                           tools={t.name: t.expect for t in image.tools}, engine_files=self._engine_files(img.id),
+                           key=key, reused_from={"round": labels.get(f"{LABEL}.origin", ""),
+                                                 "image_id": img.id, "built_at": img.attrs.get("Created", "")})
+
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
-              harness: HarnessSpec | None = None) -> BuildResult:
+              harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
         base_id = self.base_image_id(image.base)
         context = _build_context(src_dir, harness)
         t0 = time.monotonic()
@@ -222,6 +247,7 @@ class DockerRuntime:
                 buildargs={"BASE": base_id, "COMPILER_EXPECTED": image.compiler,
                            "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build,
                            "HARNESS_BUILD": harness.build if harness else "true", "BUILD_NAME": build,
+                           "BUILD_KEY": key, "ORIGIN": origin,
                            "TOOLS": "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n" for t in image.tools)},
                 network_mode="none",   # the labels are the Dockerfile's one LABEL: one layer, not three
             )
@@ -264,7 +290,7 @@ class DockerRuntime:
             raise BuildError(build, "the build did not assert " + ", ".join(missing), "Read the build log above.", tail)
         seconds = time.monotonic() - t0
         return BuildResult(build=build, image_id=image_id, base_image_id=base_id, compiler=compiler,
-                           seconds=seconds, tools=tools, engine_files=self._engine_files(image_id))
+                           seconds=seconds, tools=tools, engine_files=self._engine_files(image_id), key=key)
 
     def _engine_files(self, image_id: str) -> dict[str, str]:
         """sha256 of every file the build left under the engine root, read in a throwaway

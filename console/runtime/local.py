@@ -64,8 +64,16 @@ class LocalRuntime:
 
     # --- builds --------------------------------------------------------------
 
+    def recipe(self, image: ImageSpec) -> dict[str, str]:
+        """The host's own tools build here; the key still names the tree, commands and asserted tools."""
+        return {"runtime": self.kind, "base_image_id": "host"}
+
+    def find_build(self, build: str, key: str, image: ImageSpec, not_id: str = "") -> BuildResult | None:
+        """Local builds live in the round's work directory and go with it: nothing to reuse."""
+        return None
+
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
-              harness: HarnessSpec | None = None) -> BuildResult:
+              harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
         found = _probe(image.compiler_probe)
@@ -88,7 +96,7 @@ class LocalRuntime:
                  for p in sorted((root / "engine").rglob("*")) if p.is_file()}
         return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
                            base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
-                           root=str(root), tools=tools, engine_files=files)
+                           root=str(root), tools=tools, engine_files=files, key=key)
 
     def _sh(self, build: str, cmd: str, cwd: Path, on_log: LogSink) -> None:
         on_log(f"$ {cmd}")

@@ -67,6 +67,16 @@ def test_noise_round_measures_the_node_and_pins_it(shared):
     assert list(entry["receipts"]) == [Path(rnd.receipt_path).stem]
 
 
+def test_rounds_of_the_same_main_share_its_image_by_build_key(shared):
+    out, rounds = shared
+    mains = [rnd.receipt["builds"]["main"] for rnd, _ in rounds.values() if rnd.receipt]
+    assert len(mains) == 6
+    assert len({m["image_id"] for m in mains}) == len({m["engine_sha256"] for m in mains}) == 1
+    assert len({m["key"] for m in mains}) == 1
+    # built at most once (by the first round, or by an earlier test on this node), reused after
+    assert all(m["reused_from"]["image_id"] == m["image_id"] for m in mains[1:]), mains[1:]
+
+
 def test_fast_is_accepted_with_a_tier_and_a_faster_median(shared):
     out, rounds = shared
     rnd, events = rounds["fast"]

@@ -2,13 +2,15 @@
 # engine's tree and its build, then the profile's harness built against it. The console
 # always builds with --no-cache, so the assertions and builds run every time and neither
 # build inherits the other's artifacts; only the base is shared, and it is pinned by ID.
+# A finished image is labelled with its build key (engine/buildkey.py: everything that went
+# in) and the round that built it: a later round with the same key reuses the whole image.
 # Few instructions on purpose: the classic builder commits a layer per instruction (about
 # 2.5 s each on a small node), so the checks share one RUN and the labels one LABEL. Runs
 # set their working directory (/engine) themselves.
 ARG BASE
 FROM ${BASE}
 # TOOLS: every other tool the profile names (cmake, ...), one "name<TAB>expected<TAB>probe" per line
-ARG COMPILER_EXPECTED COMPILER_PROBE TOOLS BUILD_CMD HARNESS_BUILD=true BUILD_NAME
+ARG COMPILER_EXPECTED COMPILER_PROBE TOOLS BUILD_CMD HARNESS_BUILD=true BUILD_NAME BUILD_KEY ORIGIN
 RUN found="$(${COMPILER_PROBE} 2>&1 | head -n 1)"; \
     if [ "$found" != "$COMPILER_EXPECTED" ]; then \
       echo "bench-console: compiler mismatch: expected '$COMPILER_EXPECTED', found '$found'"; exit 86; \
@@ -27,4 +29,5 @@ RUN mkdir -p /engine && cd /src && sh -ec "$BUILD_CMD"
 # The harness arrives only now, from the profile: the engine's build never sees it.
 COPY harness/ /harness/
 RUN cd /harness && sh -ec "$HARNESS_BUILD"
-LABEL bench-console=1 bench-console.build="${BUILD_NAME}" bench-console.compiler="${COMPILER_EXPECTED}"
+LABEL bench-console=1 bench-console.build="${BUILD_NAME}" bench-console.compiler="${COMPILER_EXPECTED}" \
+      bench-console.key="${BUILD_KEY}" bench-console.origin="${ORIGIN}"

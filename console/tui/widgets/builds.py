@@ -56,7 +56,9 @@ class BuildPanel(Vertical):
         if self.state == "built":
             f = self.facts
             secs = f.get("seconds")
-            if isinstance(secs, (int, float)):
+            if f.get("reused_from"):
+                t.append(f" (reused from {f['reused_from']}: same build key)")
+            elif isinstance(secs, (int, float)):
                 t.append(f" in {secs:.1f} s")
             t.append(f"\nimage {short_image(str(f.get('image_id', '')))}")
             if f.get("compiler"):
