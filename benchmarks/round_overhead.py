@@ -1,12 +1,14 @@
-"""The console's own cost: overhead per rep, and a demo round's wall time by phase.
+"""The console's own cost: overhead per rep, and a round's wall time by phase as builds are reused.
 
 1. Overhead per rep: a no-op engine (exits at once) run through the Docker runtime
    exactly as a rep is (create, start, wait, read logs, remove, with the watchdog
    polling). Everything measured is console + Docker cost, none is engine work.
-2. A real demo round (main vs `fast`), its journal split into build / parity / warm /
-   reps / verdict by the phase events' timestamps.
+2. Real rounds through Round's own loop, each split into build / parity / warm / reps /
+   verdict by the phase events' timestamps: with nothing reused (--rebuild), with main's
+   image reused by its build key, and with both reused. The demo (main vs `fast`) always;
+   llama.cpp (0.3.16 vs 0.3.36, on Gemma 3 270M) with --llama.
 
-Run: .venv/bin/python benchmarks/round_overhead.py [--reps-noop 20] [--skip-round]
+Run: .venv/bin/python benchmarks/round_overhead.py [--reps-noop 20] [--skip-round] [--llama] [--pairs 4]
 """
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from console import events as ev
 from console.engine import images, protocol, sources
-from console.results import journal  # noqa: E402
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round import Round, RoundConfig  # noqa: E402
@@ -55,32 +56,62 @@ def overhead_per_rep(n: int) -> None:
           f"{statistics.median(walls) * 1000:.0f} ms")
 
 
-def round_split() -> None:
-    profile = load_profile(DEMO_PROFILE)
+def _round(profile, main, candidate, out: Path, reps: int, rebuild: bool = False) -> tuple[float, dict, dict]:
+    """One real round through Round's own loop: (wall seconds, seconds per phase, receipt)."""
+    from console.results import lockfile
+    cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, reps=reps, rebuild=rebuild,
+                      lock_path=lockfile.ensure(out / "reference.lock", profile))
+    rnd = Round(cfg)
+    t0 = time.monotonic()
+    evs = list(rnd.events())
+    total = time.monotonic() - t0
+    marks = [(e.phase, e.at) for e in evs if isinstance(e, ev.PhaseStarted)]
+    spans: dict[str, float] = {}
+    for (name, at), nxt in zip(marks, marks[1:] + [("end", evs[-1].at)]):
+        spans[name] = spans.get(name, 0.0) + (nxt[1] - at)
+    if rnd.receipt is None:
+        raise SystemExit(f"the round sealed nothing: {[e.to_dict() for e in evs if isinstance(e, ev.Notice)]}")
+    return total, spans, rnd.receipt
+
+
+def _forget(key: str) -> None:
+    """Remove this node's images of one build key, so that the next round builds it."""
+    client = connect()
+    for img in client.images.list(filters={"label": f"bench-console.key={key}"}):
+        client.images.remove(img.id, force=True)
+
+
+def builds_reused(name: str, profile, main, candidate, reps: int) -> None:
+    """A round's wall time with nothing reused (--rebuild), with main's image reused and the
+    candidate built, and with both reused (a rerun of the same candidate)."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
-        cfg = RoundConfig(profile=profile, main=sources.parse_spec(str(DEMO_MAIN)),
-                          candidate=("patch", str(DEMO_CANDIDATES / "fast.patch")), out_dir=out)
-        t0 = time.monotonic()
-        evs = list(Round(cfg).events())
-        total = time.monotonic() - t0
-        marks = [(e.phase, e.at) for e in evs if isinstance(e, ev.PhaseStarted)]
-        end = evs[-1].at
-        spans: dict[str, float] = {}
-        for (name, at), nxt in zip(marks, marks[1:] + [("end", end)]):
-            spans[name] = spans.get(name, 0.0) + (nxt[1] - at)
-        reps = [e.rep for e in evs if isinstance(e, ev.RepDone)]
-        v = [e for e in evs if isinstance(e, ev.VerdictReady)][-1].verdict
-    parts = ", ".join(f"{k} {v:.1f} s" for k, v in spans.items())
-    print(f"demo round (main vs fast, {profile.bench.reps} reps): total {total:.1f} s: {parts}; "
-          f"{len(reps)} runs; verdict {v['outcome']} {v.get('tier') or ''}")
+        rows = []
+        t, spans, r = _round(profile, main, candidate, Path(tmp) / "cold", reps, rebuild=True)
+        rows.append(("cold (--rebuild: both built)", t, spans, r))
+        _forget(r["builds"]["candidate"]["key"])
+        rows.append(("main reused, candidate built", *_round(profile, main, candidate, Path(tmp) / "main", reps)))
+        rows.append(("both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "both", reps)))
+    for label, t, spans, r in rows:
+        parts = ", ".join(f"{k} {v:.0f} s" for k, v in spans.items())
+        how = ", ".join(f"{b} {'reused' if r['builds'][b].get('reused_from') else 'built'}" for b in ("main", "candidate"))
+        print(f"{name}: {label}: {t:.0f} s ({how}; {parts}; {r['verdict']['outcome']})")
+    print(f"{name}: a candidate patch built incrementally: not measured: candidate builds do not reuse "
+          "compiled objects (no compiler cache in the pinned images yet)")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps-noop", type=int, default=20)
     ap.add_argument("--skip-round", action="store_true")
+    ap.add_argument("--llama", action="store_true", help="also the llama.cpp profile (0.3.16 vs 0.3.36; ~20 min)")
+    ap.add_argument("--pairs", type=int, default=4, help="timed pairs at most per round")
     a = ap.parse_args()
     overhead_per_rep(a.reps_noop)
     if not a.skip_round:
-        round_split()
+        builds_reused("demo (main vs fast)", load_profile(DEMO_PROFILE), sources.parse_spec(str(DEMO_MAIN)),
+                      ("patch", str(DEMO_CANDIDATES / "fast.patch")), a.pairs)
+    if a.llama:
+        from console.paths import LLAMA_PROFILE
+        llama = load_profile(LLAMA_PROFILE)
+        builds_reused("llama.cpp (0.3.16 vs 0.3.36)", llama, llama.source,
+                      sources.parse_spec("pypi:llama-cpp-python==0.3.36", llama.source), a.pairs)

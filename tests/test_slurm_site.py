@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from console.queueing import slurm
+from console.queueing import jobs, slurm
 from console.core.queue import State
 from console.errors import InfraError, UsageError
 from console.paths import DEMO_PROFILE
@@ -48,8 +48,8 @@ def test_the_job_script_asks_for_an_exclusive_node_with_the_profiles_limits(tmp_
 
 
 def test_job_states_that_have_ended():
-    assert not slurm.JobState("RUNNING").ended and not slurm.JobState("PENDING").ended
-    assert all(slurm.JobState(s).ended for s in ("COMPLETED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "FAILED"))
+    assert not jobs.JobState("RUNNING").ended and not jobs.JobState("PENDING").ended
+    assert all(jobs.JobState(s).ended for s in ("COMPLETED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "FAILED"))
 
 
 def test_without_slurm_on_path_the_worker_says_what_to_do(tmp_path, monkeypatch):
@@ -72,7 +72,7 @@ def test_an_outcome_file_is_recorded_and_a_job_without_one_is_requeued(tmp_path,
     (results / "queue-jobs").mkdir(parents=True)
     done = Finished(State.MERGEABLE, "accepted, tier L", 0, fields={"receipt_id": "ab" * 32, "node": "n1"})
     slurm.outcome_path(results, ids[0], "11").write_text(json.dumps(done.to_dict()))
-    monkeypatch.setattr(slurm, "job_state", lambda job: slurm.JobState("COMPLETED" if job == "11" else "FAILED",
+    monkeypatch.setattr(slurm, "job_state", lambda job: jobs.JobState("COMPLETED" if job == "11" else "FAILED",
                                                                      "NonZeroExitCode", "n2"))
     said: list[str] = []
     assert slurm.watch(store, results, said.append) == 0

@@ -26,19 +26,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..core.queue import Refusal, State
 from ..errors import ExitCode, InfraError, UsageError
 from ..profile import load_profile
-from .jobs import JobState, job_state, run
+from .jobs import job_state, run
 from .store import QueueStore, Row
 from ..results.store import atomic_write
 

@@ -19,18 +19,19 @@ from typing import Callable, Iterator
 
 from .. import events as ev
 from ..results import journal, lockfile, store
-from ..engine import buildkey, sources
+from ..engine import sources
 from ..engine.adapters import WRITES_LOGITS
 from ..core import apparatus, gate, health, reruns, sequential
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt, Rep, RepKey, Sequential
 from ..core.verdict import json_safe
-from ..errors import ConsoleError, ExitCode, InfraError, Interrupted
+from ..errors import ConsoleError, ExitCode, Interrupted
 from ..runtime.base import BuildResult
 from ..results.store import utc_now
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
 from .adjudicate import settle
+from .builds import Builder
 from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness, warm_read
 from .plan import (DOC_NAME, Item, RoundConfig, check_pins, new_round_id, pair_budget, plan_record, schedule_head,
@@ -54,6 +55,8 @@ class Round:
         self._ref_meta: dict = {}
         self._harness = None            # the profile's harness as copied at the start of the round
         self._harness_sha256: str | None = None
+        self._tele = None               # the round's telemetry
+        self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
 
     # --- public --------------------------------------------------------------
@@ -160,12 +163,37 @@ class Round:
     # --- the round -----------------------------------------------------------
 
     def _run(self, work: Path) -> tuple[str, str]:
+        """The round's stages, in order. Each may end the round: an earlier round decided the
+        experiment, the apparatus was touched, the node is unfit, a build or parity failed."""
+        receipt = self._start(work)
+        snaps = self._sources(work)
+        if (decided := self._earlier_rounds(snaps)) is not None:
+            return "decided", decided
+        if self._touches_apparatus(snaps, receipt):
+            return "refused", receipt.verdict["reasons"][0]["message"]
+        self._preflight(receipt)
+        bench = self._builds(snaps, receipt, work)
+        self._emit(ev.PhaseStarted(phase="parity"))     # parity first: a failure suppresses every speed figure
+        self._parity(bench, receipt)
+        if self.cfg.kind == "noise" or gate.parity_passes(receipt, self.p.gate):
+            self._speed(bench, receipt)
+        else:
+            self._notice("warn", "speed-skipped",
+                         "speed was not measured: the candidate failed parity, so no speed credit is possible")
+        self._finish(receipt)
+        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+
+    # --- stages ----------------------------------------------------------------
+
+    def _start(self, work: Path) -> Receipt:
+        """The runtime, the host, the round's plan, and every pinned input checked before anything
+        is built (the document, the lock's pins, the model files, the harness)."""
         p, cfg = self.p, self.cfg
         started_at = cfg.resume.plan.get("started_at", utc_now()) if cfg.resume else utc_now()
         self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
         left = self._clear_leftovers(rt)
         host = host_facts(rt)
-        tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
+        self._tele = tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
         host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
                                    host=host, plan=plan_record(cfg, self.round_id, rt.kind, started_at)))
@@ -174,67 +202,59 @@ class Round:
         if cfg.resume:
             self._notice("info", "resumed", f"resuming round {self.round_id}: "
                          f"{len(cfg.resume.reps)} rep(s) already recorded are kept")
-
         inputs = work / "inputs"
         inputs.mkdir()
         check_pins(p)
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
-        pins = self._lock_pins()
-        # Model files and the harness are checked before anything is built.
         model = check_model(p)
         self._harness, harness = snapshot_harness(p, work / "harness")
         self._harness_sha256 = (harness or {}).get("tree_sha256")
-        ref_meta = reference_meta(p)
+        self._ref_meta = reference_meta(p)
+        return Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at, profile=p.record(),
+                       runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
+                       host=host, lock=self._lock_pins(),
+                       inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None)
 
-        receipt = Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at,
-                          profile=p.record(), runtime={"kind": rt.kind, "isolation": list(rt.isolation),
-                                                       "lacks": list(rt.lacks)},
-                          host=host, lock=pins,
-                          inputs=Inputs(model=model, harness=harness, fill=p.bench.fill)
-                          if (model or harness) else None)
-
-        # Sources: snapshot, then the apparatus guard before anything is built.
+    def _sources(self, work: Path) -> dict[str, sources.Snapshot]:
+        """Both trees, snapshotted once: what is hashed is what is built."""
+        p, cfg = self.p, self.cfg
         self._emit(ev.PhaseStarted(phase="sources"))
         main = sources.snapshot(cfg.main, work / "src-main", exclude=p.exclude)
         check_protected(p, main)
         cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
                                                                  exclude=p.exclude)
-        snaps = {"main": main, "candidate": cand}
-        if (decided := self._earlier_rounds(snaps)) is not None:
-            return "decided", decided
-        self._ref_meta = same_as_main(ref_meta, main)
-        touched = apparatus.touched_protected(main.files, cand.files, p.protected)
-        if touched:
-            receipt.apparatus = Apparatus(protected=list(p.protected), touched=list(touched))
-            receipt.builds = {b: _build_record(s) for b, s in snaps.items()}
-            self._finish(receipt)
-            return "refused", receipt.verdict["reasons"][0]["message"]
+        self._ref_meta = same_as_main(self._ref_meta, main)
+        return {"main": main, "candidate": cand}
 
-        # Preflight: the node must be fit before its numbers mean anything.
-        self._emit(ev.PhaseStarted(phase="preflight"))
-        receipt.preflight = preflight = tele.preflight(rules=p.preflight)
-        refuse_unfit(preflight, self._notice)
-        gpus = use_gpus(p.run.gpus, rt, host, self._notice)
-
-        self._emit(ev.PhaseStarted(phase="build"))
-        builds = {"main": self._build("main", main)}
-        builds["candidate"] = builds["main"] if cfg.kind == "noise" else self._build("candidate", cand)
-        receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
-        bench = Bench(rt=rt, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()}, inputs=inputs,
-                      work=work, gpus=gpus, tele=tele, preflight=preflight, profile=p,
-                      models={f.name: f.path for f in p.model})
-
-        # Parity first: a failure here suppresses every speed figure.
-        self._emit(ev.PhaseStarted(phase="parity"))
-        self._parity(bench, receipt)
-        if cfg.kind == "noise" or gate.parity_passes(receipt, p.gate):
-            self._speed(bench, receipt)
-        else:
-            self._notice("warn", "speed-skipped",
-                         "speed was not measured: the candidate failed parity, so no speed credit is possible")
+    def _touches_apparatus(self, snaps: dict[str, sources.Snapshot], receipt: Receipt) -> bool:
+        """A candidate that edits what measures it is refused before anything is built."""
+        touched = apparatus.touched_protected(snaps["main"].files, snaps["candidate"].files, self.p.protected)
+        if not touched:
+            return False
+        receipt.apparatus = Apparatus(protected=list(self.p.protected), touched=list(touched))
+        receipt.builds = {b: _build_record(s) for b, s in snaps.items()}
         self._finish(receipt)
-        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+        return True
+
+    def _preflight(self, receipt: Receipt) -> None:
+        """The node must be fit before its numbers mean anything."""
+        self._emit(ev.PhaseStarted(phase="preflight"))
+        receipt.preflight = self._tele.preflight(rules=self.p.preflight)
+        refuse_unfit(receipt.preflight, self._notice)
+        self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self._notice)
+
+    def _builds(self, snaps: dict[str, sources.Snapshot], receipt: Receipt, work: Path) -> Bench:
+        """main, then the candidate (main's own build in a noise round), and the bench over them."""
+        self._emit(ev.PhaseStarted(phase="build"))
+        builder = Builder(self.cfg, self._runtime, self.round_id, self._harness, self._harness_sha256,
+                          self._emit, self._notice, self._check_abort)
+        builds = {"main": builder.build("main", snaps["main"])}
+        builds["candidate"] = builds["main"] if self.cfg.kind == "noise" else builder.build("candidate", snaps["candidate"])
+        receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
+        return Bench(rt=self._runtime, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()},
+                     inputs=work / "inputs", work=work, gpus=self._gpus, tele=self._tele,
+                     preflight=receipt.preflight, profile=self.p, models={f.name: f.path for f in self.p.model})
 
     # --- steps -----------------------------------------------------------------
 
@@ -274,59 +294,6 @@ class Round:
         if lock and Path(lock).exists():
             pins = Pins.from_dict({**pins.to_dict(), **lockfile.pins_for(Path(lock), self.p, ledger_dir=self.cfg.out_dir)})
         return pins
-
-    def _build(self, name: str, snap: sources.Snapshot) -> BuildResult:
-        """The build of ``name``: the journal's on resume, else an image of the same build key this
-        node already has (unless --rebuild), else a new build."""
-        self._check_abort()
-        resume = self.cfg.resume
-        built = resume.recorded_build(name, snap.record.get("tree_sha256"), self._runtime) if resume else None
-        if built is None:
-            key = buildkey.build_key(buildkey.inputs_of(self._runtime.recipe(self.p.image), snap.record["tree_sha256"],
-                                                        self.p.image, self._harness, self._harness_sha256))
-            built = None if self.cfg.rebuild else self._runtime.find_build(name, key, self.p.image)
-            if built is None:
-                built = self._new_build(name, snap, key)
-        reused = (built.reused_from or {}).get("round") or ("an earlier round" if built.reused_from else "")
-        self._emit(ev.BuildDone(build=name, image_id=built.image_id, base_image_id=built.base_image_id,
-                                compiler=built.compiler, seconds=round(built.seconds, 3), reused_from=reused,
-                                key=built.key))
-        return built
-
-    def _new_build(self, name: str, snap: sources.Snapshot, key: str) -> BuildResult:
-        resume = self.cfg.resume
-        self._emit(ev.BuildStarted(build=name, source=snap.record))
-        try:
-            built = self._runtime.build(name, snap.dir, self.p.image,
-                                        lambda line: self._emit(ev.BuildLog(build=name, line=line)),
-                                        harness=self._harness, key=key, origin=self.round_id)
-        except ConsoleError as e:
-            self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
-            raise
-        recorded = resume.recorded_image(name) if resume else None
-        if recorded and resume.reps and built.image_id != recorded:
-            # Only a local build can be redone on resume: it must be byte-identical.
-            raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
-                             f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
-        if self.cfg.rebuild:
-            self._check_reproduced(name, built)
-        return built
-
-    def _check_reproduced(self, name: str, built: BuildResult) -> None:
-        """A rebuild of a key this node built before must give the same engine files; when it does
-        not, that is a finding for the receipt, with the files that differ."""
-        before = self._runtime.find_build(name, built.key, self.p.image, not_id=built.image_id)
-        if before is None or before.engine_files is None or built.engine_files is None:
-            return
-        diff = buildkey.diff_files(before.engine_files, built.engine_files)
-        of = (before.reused_from or {}).get("round") or "an earlier round"
-        built.reproduced = {"of": before.image_id, "round": of, **diff.to_dict()}
-        if diff.same:
-            self._notice("info", "build-reproduced", f"{name}: the rebuild reproduced the engine files of "
-                         f"{of}'s build of the same key ({len(built.engine_files)} files)")
-        else:
-            self._notice("warn", "build-not-reproduced", f"{name}: a rebuild with the same inputs as {of}'s "
-                         f"build did not reproduce its engine files: {diff.sentence()}")
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:
         ref = checks.read_reference(b)

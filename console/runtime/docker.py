@@ -326,13 +326,11 @@ class DockerRuntime:
 
     # --- runs ----------------------------------------------------------------
 
-    def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
-            out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
+    def _container_config(self, argv: list[str], src_dir: Path, inputs_dir: Path, out_dir: Path, run: RunSpec,
+                          label: str, gpus: bool, models: dict[str, str] | None) -> dict:
+        """How a rep's container is locked down: what it sees, what it may write, its limits."""
         from docker.types import DeviceRequest, LogConfig, Mount
 
-        out_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(out_dir, 0o777)  # the run's non-root user must be able to write here
         env = {k: os.environ[k] for k in run.env if k in os.environ}
         kwargs = dict(
             command=argv, detach=True, network_mode="none", read_only=True, user=run.user,
@@ -353,6 +351,14 @@ class DockerRuntime:
         )
         if gpus:
             kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        return kwargs
+
+    def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
+            out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
+            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(out_dir, 0o777)  # the run's non-root user must be able to write here
+        kwargs = self._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models)
         try:
             container = self.client.containers.create(built.image_id, **kwargs)
         except Exception as e:
