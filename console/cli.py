@@ -32,46 +32,53 @@ def build_parser() -> argparse.ArgumentParser:
                "regression); 4 held for review (implausible, or parity uncheckable); 130 interrupted.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    for add in (_round_commands, _saved_round_commands, _image_and_reference_commands, _ledger_and_lock_commands,
+                _queue_commands, _profile_commands, _other_commands):
+        add(sub)
+    return ap
 
-    def round_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--headless", action="store_true", help="progress lines instead of the live console")
-        p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal "
-                       "(default ./results/<profile> under the current directory)")
-        p.add_argument("--runtime", choices=["docker", "local"], default="docker",
-                       help="docker (default) or local processes for nodes that forbid Docker")
-        p.add_argument("--reps", type=int,
-                       help="timed pairs at most: a round stops earlier once decided (default: the profile's "
-                            "gate.max_pairs; a noise round runs bench.reps pairs)")
-        p.add_argument("--lock", type=Path, help="reference.lock to read pins from and update (raise-only)")
-        p.add_argument("--format", choices=["text", "jsonl"], default="text", help="headless output format")
-        p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")
-        p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
-        p.add_argument("--fresh", action="store_true", help="measure again although earlier rounds of the same "
-                       "candidate against the same main decided it: pool nothing with them")
 
+def _round_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--headless", action="store_true", help="progress lines instead of the live console")
+    p.add_argument("--out", type=Path, help="results directory: receipts, ledger, journal "
+                   "(default ./results/<profile> under the current directory)")
+    p.add_argument("--runtime", choices=["docker", "local"], default="docker",
+                   help="docker (default) or local processes for nodes that forbid Docker")
+    p.add_argument("--reps", type=int,
+                   help="timed pairs at most: a round stops earlier once decided (default: the profile's "
+                        "gate.max_pairs; a noise round runs bench.reps pairs)")
+    p.add_argument("--lock", type=Path, help="reference.lock to read pins from and update (raise-only)")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text", help="headless output format")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")
+    p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
+    p.add_argument("--fresh", action="store_true", help="measure again although earlier rounds of the same "
+                   "candidate against the same main decided it: pool nothing with them")
+
+
+def _round_commands(sub) -> None:
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
     p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",
                    help="a profile file, or a shipped profile's name (see `console profiles`)")
     p.add_argument("--main", help="main's source: DIR, REPO@REF (default: the profile's engine.source)")
     p.add_argument("--candidate", help="candidate's source: DIR, REPO@REF, pypi:NAME==VERSION or FILE.patch "
                    "over main (default: the profile's engine.candidate)")
-    round_opts(p)
+    _round_opts(p)
 
     p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")
     p.add_argument("--candidate", default="fast", choices=demo_candidates() or None,
                    help="which demo candidate (a patch in images/demo-candidates/; default fast)")
-    round_opts(p)
+    _round_opts(p)
 
     p = sub.add_parser("tui", help="open the live console idle on a profile; press s to start a round")
     p.add_argument("--profile", type=profile_arg, default=DEMO_PROFILE)
     p.add_argument("--main", help="main's source (default: the profile's engine.source)")
     p.add_argument("--candidate", help="candidate's source (default for the demo profile: the fast patch)")
-    round_opts(p)
+    _round_opts(p)
 
     p = sub.add_parser("noise", help="measure this node's noise: one build against itself, interleaved")
     p.add_argument("--profile", required=True, type=profile_arg)
     p.add_argument("--build", help="the build's source (default: the profile's engine.source)")
-    round_opts(p)
+    _round_opts(p)
 
     p = sub.add_parser("resume", help="continue an interrupted round from its journal")
     p.add_argument("journal", type=Path)
@@ -79,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
     p.add_argument("--verbose", "-v", action="store_true")
 
+
+def _saved_round_commands(sub) -> None:
     p = sub.add_parser("replay", help="play a sealed receipt or a journal back through the live console")
     p.add_argument("file", type=Path)
     p.add_argument("--speed", type=float, default=1.0, help="1 = real pace, 10 = ten times faster, 0 = instant")
@@ -104,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", choices=["rounds", "speed", "parity"],
                    help="with --format csv: which table (default speed); the other formats hold all three")
 
+    p = sub.add_parser("report", help="a self-contained HTML report of a round, or a comparison of rounds")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="a receipt (.json), or a results directory (every receipt its ledger sealed)")
+    p.add_argument("--out", type=Path, default=Path("report.html"), help="the page to write (default report.html)")
+
+
+def _image_and_reference_commands(sub) -> None:
     p = sub.add_parser("images", help="base images: list, or bootstrap one without a registry")
     isub = p.add_subparsers(dest="images_cmd", metavar="ACTION")
     b = isub.add_parser("bootstrap", help="make the profile's pinned base with debootstrap and import it")
@@ -118,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--profile", type=profile_arg, required=True)
     c.add_argument("--write-profile", action="store_true", help="write the new sha256 into the profile")
 
+
+def _ledger_and_lock_commands(sub) -> None:
     p = sub.add_parser("ledger", help="the chained ledger of sealed receipts")
     lsub = p.add_subparsers(dest="ledger_cmd", metavar="ACTION")
     x = lsub.add_parser("verify", help="check every receipt and link, and that receipt.json is the newest receipt")
@@ -137,46 +155,43 @@ def build_parser() -> argparse.ArgumentParser:
     x = ksub.add_parser("show", help="print the lock's pins")
     x.add_argument("lock", type=Path)
 
-    p = sub.add_parser("completion", help="print the shell completion script: "
-                       "eval \"$(console completion bash)\" (zsh, fish likewise)")
-    p.add_argument("shell", choices=["bash", "zsh", "fish"])
 
-    p = sub.add_parser("report", help="a self-contained HTML report of a round, or a comparison of rounds")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                   help="a receipt (.json), or a results directory (every receipt its ledger sealed)")
-    p.add_argument("--out", type=Path, default=Path("report.html"), help="the page to write (default report.html)")
+def _queue_dir(x: argparse.ArgumentParser) -> None:
+    x.add_argument("--dir", type=Path, default=Path("results"),
+                   help="the results directory holding queue.sqlite; rounds go to DIR/<profile> "
+                        "(default ./results)")
 
+
+def _queue_commands(sub) -> None:
     p = sub.add_parser("queue", help="a queue of candidates: submit, list, and a worker that runs their "
                        "rounds in turn (SQLite in the results directory, no server)")
     qsub = p.add_subparsers(dest="queue_cmd", metavar="ACTION")
-
-    def queue_dir(x: argparse.ArgumentParser) -> None:
-        x.add_argument("--dir", type=Path, default=Path("results"),
-                       help="the results directory holding queue.sqlite; rounds go to DIR/<profile> "
-                            "(default ./results)")
-
     x = qsub.add_parser("submit", help="add a candidate (refused at once, with the reason, if it cannot be scored)")
     x.add_argument("source", metavar="SRC", help="a directory, REPO@REF, pypi:NAME==VERSION, a .patch over main, "
                    "or a demo candidate's name")
     x.add_argument("--author", required=True, help="who it is from (one open candidate per author)")
     x.add_argument("--draft", action="store_true", help="not booked until `console queue ready ID`")
     x.add_argument("--profile", type=profile_arg, default=DEMO_PROFILE, metavar="PROFILE")
-    queue_dir(x)
+    _queue_dir(x)
     for name, what in (("ready", "make a draft ready: it queues from now"),
                        ("approve", "a person cleared a candidate in review: it queues in its place"),
                        ("cancel", "withdraw a candidate that is not running"),
                        ("show", "one candidate and its history")):
         x = qsub.add_parser(name, help=what)
         x.add_argument("id", type=int)
-        queue_dir(x)
+        _queue_dir(x)
     x = qsub.add_parser("merged", help="record that a mergeable candidate was merged; the other mergeable ones "
                         "are measured again against the new main")
     x.add_argument("id", type=int)
     x.add_argument("--commit", required=True, help="the merge commit")
-    queue_dir(x)
+    _queue_dir(x)
     x = qsub.add_parser("list", help="every candidate, why each waits, conflicts")
     x.add_argument("--format", choices=FORMATS, default="table")
-    queue_dir(x)
+    _queue_dir(x)
+    _queue_worker_commands(qsub)
+
+
+def _queue_worker_commands(qsub) -> None:
     x = qsub.add_parser("work", help="book the next eligible candidate, run its round, record the outcome, repeat")
     x.add_argument("--once", action="store_true", help="one round, then stop")
     x.add_argument("--keep-images", action="store_true",
@@ -187,23 +202,36 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--scheduler", choices=["local", "slurm"], default="local",
                    help="local: rounds run here, one at a time; slurm: each round is an exclusive batch job")
     x.add_argument("--site", type=Path, help="with --scheduler slurm: the site file (partition, python, max_jobs)")
-    queue_dir(x)
+    _queue_dir(x)
     x = qsub.add_parser("watch", help="the queue live in the terminal: waiting (and why), running (with its "
                         "round's progress), finished (with reasons)")
-    queue_dir(x)
+    _queue_dir(x)
     x = qsub.add_parser("run-job", help=argparse.SUPPRESS)     # what a batch job runs
     x.add_argument("spec", type=Path)
     x.add_argument("--runtime", choices=["docker", "local"], default="docker")
     x.add_argument("--reps", type=int, default=None)
     x.add_argument("--keep-images", action="store_true")
-    queue_dir(x)
+    _queue_dir(x)
 
+
+def _profile_commands(sub) -> None:
     sub.add_parser("profiles", help="the shipped profiles: name, description, file")
+    p = sub.add_parser("profile", help="a profile's JSON Schema, or check a profile without building anything")
+    psub = p.add_subparsers(dest="profile_cmd", metavar="ACTION")
+    psub.add_parser("schema", help="print the JSON Schema of profiles (for editors: see README, \"Profiles\")")
+    x = psub.add_parser("check", help="validate a profile: exit 0 and one line, or 2 and what is wrong")
+    x.add_argument("profile", type=profile_arg, metavar="FILE",
+                   help="a profile file, or a shipped profile's name")
+
+
+def _other_commands(sub) -> None:
+    p = sub.add_parser("completion", help="print the shell completion script: "
+                       "eval \"$(console completion bash)\" (zsh, fish likewise)")
+    p.add_argument("shell", choices=["bash", "zsh", "fish"])
 
     p = sub.add_parser("cleanup", help="remove containers a crashed round left behind")
     p.add_argument("--images", action="store_true",
                    help="also remove engine images (receipts keep their IDs; the pinned base stays)")
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

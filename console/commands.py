@@ -444,6 +444,21 @@ def cmd_profiles(args) -> int:
     return ExitCode.OK
 
 
+def cmd_profile(args) -> int:
+    """`profile schema`: the JSON Schema editors check profiles with. `profile check FILE`: the
+    profile loads, and nothing is built (a broken one raises ProfileError: exit 2, its message)."""
+    from .profile import schema_text
+    if args.profile_cmd == "schema":
+        sys.stdout.write(schema_text())
+        return ExitCode.OK
+    if args.profile_cmd != "check":
+        raise UsageError("say which: `console profile schema` or `console profile check FILE`")
+    p = load_profile(args.profile)
+    print(f"{p.path}: ok: profile '{p.name}', sha256 {p.sha256[:12]}; bench {p.bench.metric} at depth "
+          f"{p.bench.depth}, parity at {len(p.parity.depths)} depths, at most {p.gate.max_pairs} pairs")
+    return ExitCode.OK
+
+
 def cmd_cleanup(args) -> int:
     from .runtime.docker import DockerRuntime
     rt = DockerRuntime()

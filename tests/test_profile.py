@@ -1,13 +1,18 @@
 """Profile errors name the file, the key and what was expected — before anything is built."""
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
-from console.profile import ProfileError, load_profile, rules_from_dict
+from console.profile import Bands, GateRules, Guard, ProfileError, load_profile, rules_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "profiles" / "demo.toml"
@@ -137,3 +142,186 @@ def test_the_llama_profile_declares_accuracy_and_adjudication():
     assert [name for name, _ in p.adjudication.variants] == ["flash-attn", "batch-64", "threads-2"]
     assert (p.gate.borderline_kl, p.gate.spread_factor, p.gate.agreement_factor) == (0.10, 2.0, 2.0)
     assert (p.adjudication.completions, p.adjudication.tokens) == (40, 32)
+
+
+# --- the declared schema: defaults, ranges, the JSON Schema, `console profile check` ---------------
+
+MINIMAL = """
+name = "minimal"
+[engine]
+source = { path = "src" }
+[image]
+base = "img"
+compiler = "cc 1"
+build = "make"
+[bench]
+command = ["bench", "{depth}"]
+metric = "tok_s"
+depth = 64
+tokens = 16
+short_tokens = 4
+[parity]
+command = ["logits", "{doc}", "{out}"]
+document = "doc.tok"
+document_sha256 = "x"
+reference = "ref.npy"
+vocab = 100
+"""
+
+
+def _minimal(tmp_path: Path, extra: str = "") -> Path:
+    (tmp_path / "doc.tok").write_text("1 2 3\n")
+    p = tmp_path / "minimal.toml"
+    p.write_text(MINIMAL + extra)
+    return p
+
+
+def test_a_profile_of_required_keys_only_gets_the_declared_defaults(tmp_path):
+    from console.profile import HealthRules, PreflightRules, QueueRules, RunSpec
+    from console.profile.spec import DEPTHS
+    p = load_profile(_minimal(tmp_path))
+    assert p.source.path == str(tmp_path / "src") and p.parity.document == str(tmp_path / "doc.tok")
+    assert (p.node, p.description, p.candidate, p.protected, p.model, p.harness) == ("local", "", "", (), (), None)
+    assert (p.image.suite, p.image.packages, p.image.compiler_probe, p.image.workdir, p.image.tools) == (
+        "bookworm", ("gcc", "libc6-dev", "make"), ("gcc", "--version"), "/src", ())
+    # the output limit is sized from what the logits command writes, never below the declared 64 MB
+    assert p.run == RunSpec(output_limit_mb=p.run.output_limit_mb) and p.run.output_limit_mb >= 64
+    assert (p.bench.reps, p.bench.warmup, p.bench.short_reps, p.bench.shortcut, p.bench.fill, p.bench.adapter) == (
+        8, 1, 4, "none", "decode", "bench_result")
+    assert p.parity.depths == DEPTHS and p.parity.rows == 1 and p.parity.output == "logits.npy"
+    assert p.parity.scored_path_depth == DEPTHS[0]          # the smallest depth, unless given
+    assert p.reference.command == p.parity.command and p.reference.runtime == "docker"
+    assert p.gate == GateRules() and p.gate.false_slower == p.gate.false_accept
+    assert (p.health, p.preflight, p.queue) == (HealthRules(), PreflightRules(), QueueRules())
+
+
+def test_derived_defaults_follow_the_keys_they_come_from(tmp_path):
+    p = load_profile(_minimal(tmp_path, "[gate]\nfalse_accept = 0.02\nbands = { s = 0.04, m = 0.06, l = 0.1, "
+                                        "xl = 0.2 }\n[run]\noutput_limit_mb = 3\n"))
+    assert (p.gate.false_slower, p.gate.min_gain, p.run.output_limit_mb) == (0.02, 0.04, 3)
+
+
+def test_each_core_rules_type_has_every_field_declared_as_a_key():
+    from dataclasses import fields
+
+    from console.profile import HealthRules, PreflightRules, QueueRules
+    from console.profile import tables as T
+    for table, rules in ((T.GateTable, GateRules), (T.HealthTable, HealthRules), (T.PreflightTable, PreflightRules),
+                         (T.QueueTable, QueueRules), (T.BandsTable, Bands), (T.GuardTable, Guard)):
+        assert sorted(table.model_fields) == sorted(f.name for f in fields(rules)), table
+
+
+def _ranged_keys() -> list[tuple[str, str, dict]]:
+    from console.profile import json_schema
+    from console.profile.doc import sections
+    return [(t, k, s) for t, table in sections(json_schema()) for k, s in table.get("properties", {}).items()
+            if "minimum" in s or "maximum" in s]
+
+
+def _write(path: Path, doc: dict) -> Path:
+    import tomlkit
+    path.write_text(tomlkit.dumps(doc))
+    return path
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_value_out_of_its_declared_range_names_the_key_and_the_range(tmp_path, data):
+    import tomllib
+    tables = ("run", "bench", "parity", "gate", "health", "queue", "preflight")   # the others need more keys
+    table, key, s = data.draw(st.sampled_from([r for r in _ranged_keys() if r[0] in tables]))
+    step = 1 if s["type"] == "integer" else 1e-3
+    outside = [s[k] + sign * step for k, sign in (("minimum", -1), ("maximum", 1)) if k in s]
+    value = data.draw(st.sampled_from(outside))
+    doc = tomllib.loads(MINIMAL)
+    doc.setdefault(table, {})[key] = value
+    path = _write(_minimal(tmp_path), doc)
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert (e.value.key, e.value.path) == (f"{table}.{key}", str(path))
+    assert e.value.expected.startswith("expected a value in [") and repr(value) in e.value.expected
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_value_at_any_key_loads_or_is_a_profile_error_naming_a_key(tmp_path_factory, data):
+    import tomllib
+
+    from console.profile.doc import keys
+    d = tmp_path_factory.mktemp("p")
+    doc = tomllib.loads(DEMO.read_text())
+    dotted = data.draw(st.sampled_from([k for k in keys() if "." in k and k.count(".") == 1]))
+    table, key = dotted.split(".")
+    value = data.draw(st.one_of(st.integers(-10, 10**6), st.floats(-1, 2, allow_nan=False), st.booleans(),
+                                st.text(max_size=8), st.lists(st.integers(0, 9), max_size=3),
+                                st.lists(st.text(max_size=4), max_size=3)))
+    doc.setdefault(table, {})[key] = value
+    (d / "profiles").mkdir()
+    (d / "profiles" / "demo").symlink_to(ROOT / "profiles" / "demo")
+    (d / "images").symlink_to(ROOT / "images")
+    path = d / "profiles" / "demo.toml"
+    _write(path, doc)
+    try:
+        load_profile(path)
+    except ProfileError as e:
+        assert e.key and e.expected and str(path) in str(e)
+
+
+def _console(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_schema_command_prints_a_json_schema_of_every_table():
+    from console.profile.tables import ProfileFile
+    out = _console("profile", "schema")
+    assert out.returncode == 0, out.stderr
+    schema = json.loads(out.stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" and schema["type"] == "object"
+    assert set(schema["properties"]) == set(ProfileFile.model_fields)
+    assert schema["additionalProperties"] is False and "name" in schema["required"]
+    types = {"object", "array", "string", "integer", "number", "boolean", "null"}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                assert node["$ref"].split("/")[-1] in schema["$defs"], node["$ref"]
+            if "type" in node:
+                assert node["type"] in types, node
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(schema)
+    gate = schema["$defs"]["GateTable"]["properties"]
+    assert gate["top1_min"] == {**gate["top1_min"], "minimum": 0.0, "maximum": 1.0, "default": 0.95}
+    assert gate["false_accept"]["exclusiveMaximum"] == 0.5 and "default" not in gate["false_slower"]
+    assert all(p.get("description") for d in schema["$defs"].values() for p in d.get("properties", {}).values())
+
+
+def test_check_passes_a_good_profile_and_names_file_and_key_of_a_broken_one(tmp_path):
+    good = _console("profile", "check", str(DEMO))
+    assert good.returncode == 0 and good.stdout.count("\n") == 1, good
+    assert good.stdout.startswith(f"{DEMO.resolve()}: ok: profile 'demo'")
+    path = _variant(tmp_path, lambda t: t.replace("max_drop = 0.10", "max_drop = 2"))
+    bad = _console("profile", "check", str(path))
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert f"{path}: key 'gate.guards[0].max_drop': expected a value in [0.0 .. 1.0], got 2" in bad.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "console" / "assets" / "profiles").glob("*.toml")))
+def test_every_shipped_profile_passes_check(name, capsys):
+    assert main(["profile", "check", str(ROOT / "console" / "assets" / "profiles" / f"{name}.toml")]) == 0
+    assert ": ok: profile" in capsys.readouterr().out
+
+
+def test_every_key_of_the_schema_is_documented_in_its_table_of_profiles_md():
+    from console.profile.doc import DOC, sections
+    text = DOC.read_text()
+    for table, s in sections():
+        heading = "### top level" if not table else (f"### `[[{table}]]`" if f"### `[[{table}]]`" in text
+                                                     else f"### `[{table}]`")
+        assert heading in text, table
+        section = text.split(heading, 1)[1].split("\n### ", 1)[0]
+        for key in s.get("properties", {}):
+            assert f"| `{key}` |" in section, f"{table}.{key} is not in {DOC.name}"

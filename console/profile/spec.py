@@ -271,7 +271,10 @@ class AccuracySpec:
         from ..core.accuracy import TaskSetError, parse_tasks
         if not loading(info):
             return self
-        data = Path(self.tasks).read_bytes()
+        try:
+            data = Path(self.tasks).read_bytes()
+        except OSError as e:
+            raise refuse(f"expected a readable task set: {self.tasks}: {e.strerror}", "tasks") from None
         if (got := hashlib.sha256(data).hexdigest()) != self.tasks_sha256:
             raise refuse(f"expected the sha256 of {self.tasks}; the file has {got} "
                          "(the task set changed: pin it deliberately)", "tasks_sha256")
