@@ -53,6 +53,9 @@ def _round_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-work", action="store_true", help="keep the round's work directory")
     p.add_argument("--fresh", action="store_true", help="measure again although earlier rounds of the same "
                    "candidate against the same main decided it: pool nothing with them")
+    p.add_argument("--rebuild", action="store_true", help="build main and the candidate again even where "
+                   "this node has an image of the same build key; a rebuild that does not reproduce the "
+                   "recorded engine files is reported with the files that differ")
 
 
 def _round_commands(sub) -> None:

@@ -48,7 +48,8 @@ def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=
     out = (args.out or _default_out(profile)).resolve()
     cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
                       kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
-                      keep_work=args.keep_work, fresh=getattr(args, "fresh", False))
+                      keep_work=args.keep_work, fresh=getattr(args, "fresh", False),
+                      rebuild=getattr(args, "rebuild", False))
     return Round(cfg)
 
 
