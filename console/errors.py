@@ -49,7 +49,8 @@ class CompilerMismatch(BuildError):
             build,
             f"the {tool} moved: expected '{expected}', found '{found}'",
             "Either the base image is not the pinned one (run `console images bootstrap` and check "
-            f"its ID) or the pin is out of date: update {key} in the profile deliberately.")
+            "its ID; `--force` makes it again with the profile's packages, for a base made before a "
+            f"package was added) or the pin is out of date: update {key} in the profile deliberately.")
 
 
 class Interrupted(ConsoleError):

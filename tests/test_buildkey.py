@@ -20,7 +20,7 @@ def test_the_key_is_a_sha256_and_stable():
     assert build_key(BASE) == build_key(replace(BASE)) and len(build_key(BASE)) == 64
 
 
-@given(field=st.sampled_from(["tree_sha256", "build", "compiler", "harness_sha256", "harness_build"]),
+@given(field=st.sampled_from(["tree_sha256", "build", "compiler", "harness_sha256", "harness_build", "compiler_cache"]),
        text=st.text(min_size=1, max_size=20))
 def test_any_changed_input_changes_the_key(field, text):
     changed = replace(BASE, **{field: getattr(BASE, field) + text})
@@ -43,7 +43,8 @@ def test_inputs_of_a_profile_with_and_without_a_harness():
     d = inputs_of(recipe, "e" * 64, demo.image, demo.harness, "ignored")
     assert d.harness_sha256 is None and d.harness_build is None and d.build == demo.image.build
     ll = inputs_of(recipe, "e" * 64, llama.image, llama.harness, "f" * 64)
-    assert ll.harness_sha256 == "f" * 64 and ll.tools == (("cmake", "cmake version 3.25.1", ("cmake", "--version")),)
+    assert ll.harness_sha256 == "f" * 64 and ll.tools[0] == ("cmake", "cmake version 3.25.1", ("cmake", "--version"))
+    assert (d.compiler_cache, ll.compiler_cache) == ("none", "ccache")
     assert build_key(d) != build_key(ll)
 
 

@@ -36,7 +36,7 @@ def test_the_llama_profile_loads_before_any_source_exists():
     assert p.parity.rows >= 4 and p.parity.text.endswith("document.txt") and p.parity.tokenize
     assert p.bench.fill == "prefill" and p.bench.metric == "prefill_tok_s"
     assert p.metric_of(p.gate.guards[0]) == "decode_tok_s"
-    assert [t.name for t in p.image.tools] == ["cmake"]
+    assert [t.name for t in p.image.tools] == ["cmake", "ccache"] and p.image.compiler_cache == "ccache"
     assert p.reference.runtime == "docker" and p.reference.weights_sha256 == p.model[0].sha256
 
 

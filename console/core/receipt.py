@@ -136,10 +136,11 @@ class Build:
     key: str | None = None                  # engine.buildkey: sha256 over everything that went into the build
     reused_from: dict[str, Any] | None = None   # {round, image_id, built_at}: an earlier build of the same key, reused
     reproduced: dict[str, Any] | None = None    # a rebuild of a key built before: {of, round, same, changed, ...}
+    compiler_cache: dict[str, Any] | None = None    # {tool, hits, misses, store_bytes}: objects reused by ccache
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("tools", "engine_sha256", "engine_files", "key", "reused_from", "reproduced"):
+        for k in ("tools", "engine_sha256", "engine_files", "key", "reused_from", "reproduced", "compiler_cache"):
             if d[k] is None:
                 del d[k]        # absent, as in receipts that predate them
         return d
@@ -151,7 +152,7 @@ class Build:
                    compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")),
                    tools=d.get("tools"), engine_sha256=d.get("engine_sha256"),
                    engine_files=d.get("engine_files"), key=d.get("key"), reused_from=d.get("reused_from"),
-                   reproduced=d.get("reproduced"))
+                   reproduced=d.get("reproduced"), compiler_cache=d.get("compiler_cache"))
 
 
 @dataclass

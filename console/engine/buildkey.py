@@ -28,6 +28,7 @@ class BuildInputs:
     tools: tuple[tuple[str, str, tuple[str, ...]], ...]   # (name, expected, probe), as asserted
     harness_sha256: str | None = None       # the profile's harness tree, when it has one
     harness_build: str | None = None
+    compiler_cache: str = "none"            # image.compiler_cache: how objects of identical inputs are reused
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
@@ -46,7 +47,8 @@ def inputs_of(recipe: dict[str, str], tree_sha256: str, image: Any, harness: Any
                        compiler=image.compiler, compiler_probe=tuple(image.compiler_probe),
                        tools=tuple((t.name, t.expect, tuple(t.probe)) for t in image.tools),
                        harness_sha256=harness_sha256 if harness is not None else None,
-                       harness_build=harness.build if harness is not None else None)
+                       harness_build=harness.build if harness is not None else None,
+                       compiler_cache=getattr(image, "compiler_cache", "none"))
 
 
 @dataclass(frozen=True)

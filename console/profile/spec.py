@@ -138,6 +138,9 @@ class ImageSpec:
     build: Annotated[Str, key("a shell command that builds the engine in the source directory")]
     workdir: Annotated[Str, key("where the source is in the image")] = "/src"
     tools: Annotated[tuple[Tool, ...], key("cmake and the like, asserted like the compiler")] = ()
+    compiler_cache: Annotated[Literal["none", "ccache"], key(
+        "reuse compiled objects of identical inputs across builds: ccache, which the base must include "
+        "(list it in tools to assert its version), with its store kept on this node per base image and compiler")] = "none"
 
 
 @table

@@ -2,11 +2,16 @@
 
 - ``plan``: the config, the pinned inputs and the interleaved schedule, decided up front;
 - ``node``: the runtime, host facts, telemetry and the GPU decision;
+- ``inputs``: the model files, the harness and the reference, checked before anything is built;
+- ``builds``: each build as the journal recorded it, reused by its build key, or built;
+- ``parity``, ``adjudicate``, ``accuracy``: the logits at each depth, the scored path, borderline
+  depths settled, task accuracy;
 - ``reps``: running one rep (quiet start, timing from outside, retries of suspect reps);
-- ``parity``: the logits at each depth, the scored path and the timed path;
+- ``speed``: the plan, warm-up, timed pairs until decided, the guards, the timed path;
 - ``resume``: continuing an interrupted round from its journal;
 - ``after``: sealing the receipt, the reports and the lock update;
-- ``runner``: ``Round``, which calls them top to bottom and streams events.
+- ``runner``: ``Round``, which calls the stages top to bottom and streams events;
+- ``follow``: a round followed to its end from a terminal or a batch job, under signals.
 """
 from .plan import RoundConfig, make_schedule, spec_from_plan
 from .resume import Resume

@@ -57,6 +57,10 @@ class Builder:
             # Only a local build can be redone on resume: it must be byte-identical.
             raise InfraError(f"cannot resume: rebuilding {name} gave {built.image_id[:19]}, "
                              f"not the {recorded[:19]} the earlier reps ran", "Run the round again from the start.")
+        if built.compiler_cache:
+            c = built.compiler_cache
+            self._notice("info", "compiler-cache", f"{name}: {c['tool']} reused {c['hits']} of "
+                         f"{c['hits'] + c['misses']} compiled objects from earlier builds on this node")
         if self.cfg.rebuild:
             self._check_reproduced(name, built)
         return built

@@ -39,6 +39,7 @@ class BuildResult:
     key: str = ""                   # engine.buildkey: what went into the build
     reused_from: dict | None = None     # {round, image_id, built_at}: an earlier build of the same key
     reproduced: dict | None = None      # --rebuild of a key built before: how its engine files compare
+    compiler_cache: dict | None = None  # {tool, hits, misses, store_bytes} when image.compiler_cache is on
 
 
 @dataclass

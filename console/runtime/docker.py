@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..paths import DOCKERFILE
 from ..profile import HarnessSpec, ImageSpec, RunSpec
+from . import compiler_cache
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Watch, Watchdog, dir_bytes)
 
@@ -120,6 +121,54 @@ def _cgroup_cpu_reader(container_id: str):
                 continue
         return None
     return read
+
+
+class _BuildLog:
+    """What a build's output stream says: the image, the asserted compiler and tools, the
+    compiler cache's statistics, the last lines (for an error), and refusals as they come."""
+
+    def __init__(self, build: str, on_log: LogSink):
+        self.build, self.on_log = build, on_log
+        self.tail: list[str] = []
+        self.image_id: str | None = None
+        self.compiler: str | None = None
+        self.tools: dict[str, str] = {}
+        self.cache_lines: list[str] = []
+
+    def chunk(self, chunk: dict) -> None:
+        for line in str(chunk.get("stream", "")).splitlines():
+            if line.strip():
+                self.line(line)
+        if "error" in chunk:
+            raise BuildError(self.build, str(chunk["error"]).strip(),
+                             "Read the build log above; fix the engine's build command or source.", self.tail)
+        aux = chunk.get("aux") or {}
+        if "ID" in aux:
+            self.image_id = aux["ID"]
+
+    def line(self, line: str) -> None:
+        self.tail = (self.tail + [line])[-LOG_TAIL_LINES:]
+        if line.startswith(compiler_cache.STATS_PREFIX):
+            self.cache_lines.append(line)
+            return                  # kept for the receipt, not shown line by line
+        self.on_log(line)
+        if m := _MISMATCH.match(line):
+            raise CompilerMismatch(self.build, m.group(1), m.group(2))
+        if m := _COMPILER_OK.match(line):
+            self.compiler = m.group(1)
+        if m := _TOOL_MISMATCH.match(line):
+            raise CompilerMismatch(self.build, m.group(2), m.group(3), tool=m.group(1))
+        if m := _TOOL_OK.match(line):
+            self.tools[m.group(1)] = m.group(2)
+
+    def check(self, tools) -> None:
+        if self.image_id is None or self.compiler is None:
+            raise BuildError(self.build, "the build finished without an image or without the compiler check",
+                             "Read the build log above.", self.tail)
+        missing = [t.name for t in tools if t.name not in self.tools]
+        if missing:
+            raise BuildError(self.build, "the build did not assert " + ", ".join(missing),
+                             "Read the build log above.", self.tail)
 
 
 class DockerRuntime:
@@ -234,12 +283,10 @@ class DockerRuntime:
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
               harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
         base_id = self.base_image_id(image.base)
-        context = _build_context(src_dir, harness)
+        store = compiler_cache.store_for(base_id, image.compiler) if image.compiler_cache == "ccache" else None
+        context = _build_context(src_dir, harness, store)
         t0 = time.monotonic()
-        tail: list[str] = []
-        image_id = None
-        compiler = None
-        tools: dict[str, str] = {}
+        seen = _BuildLog(build, on_log)
         try:
             stream = self.client.api.build(
                 fileobj=context, custom_context=True, encoding="gzip", decode=True,
@@ -247,50 +294,37 @@ class DockerRuntime:
                 buildargs={"BASE": base_id, "COMPILER_EXPECTED": image.compiler,
                            "COMPILER_PROBE": " ".join(image.compiler_probe), "BUILD_CMD": image.build,
                            "HARNESS_BUILD": harness.build if harness else "true", "BUILD_NAME": build,
-                           "BUILD_KEY": key, "ORIGIN": origin,
+                           "BUILD_KEY": key, "ORIGIN": origin, "COMPILER_CACHE": image.compiler_cache,
                            "TOOLS": "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n" for t in image.tools)},
                 network_mode="none",   # the labels are the Dockerfile's one LABEL: one layer, not three
             )
             for chunk in stream:
                 if self._aborted.is_set():
                     raise InfraError("aborted during the build")
-                for line in str(chunk.get("stream", "")).splitlines():
-                    if not line.strip():
-                        continue
-                    tail = (tail + [line])[-LOG_TAIL_LINES:]
-                    on_log(line)
-                    m = _MISMATCH.match(line)
-                    if m:
-                        raise CompilerMismatch(build, m.group(1), m.group(2))
-                    m = _COMPILER_OK.match(line)
-                    if m:
-                        compiler = m.group(1)
-                    m = _TOOL_MISMATCH.match(line)
-                    if m:
-                        raise CompilerMismatch(build, m.group(2), m.group(3), tool=m.group(1))
-                    m = _TOOL_OK.match(line)
-                    if m:
-                        tools[m.group(1)] = m.group(2)
-                if "error" in chunk:
-                    raise BuildError(build, str(chunk["error"]).strip(),
-                                     "Read the build log above; fix the engine's build command or source.",
-                                     tail)
-                aux = chunk.get("aux") or {}
-                if "ID" in aux:
-                    image_id = aux["ID"]
+                seen.chunk(chunk)
         except (BuildError, InfraError):
             raise
         except Exception as e:
-            raise BuildError(build, _short(e), "Check the Docker daemon and disk space, then retry.", tail) from None
-        if image_id is None or compiler is None:
-            raise BuildError(build, "the build finished without an image or without the compiler check",
-                             "Read the build log above.", tail)
-        missing = [t.name for t in image.tools if t.name not in tools]
-        if missing:
-            raise BuildError(build, "the build did not assert " + ", ".join(missing), "Read the build log above.", tail)
-        seconds = time.monotonic() - t0
-        return BuildResult(build=build, image_id=image_id, base_image_id=base_id, compiler=compiler,
-                           seconds=seconds, tools=tools, engine_files=self._engine_files(image_id), key=key)
+            raise BuildError(build, _short(e), "Check the Docker daemon and disk space, then retry.", seen.tail) from None
+        seen.check(image.tools)
+        cache = self._keep_cache(seen.image_id, store, seen.cache_lines) if store is not None else None
+        return BuildResult(build=build, image_id=seen.image_id, base_image_id=base_id, compiler=seen.compiler,
+                           seconds=time.monotonic() - t0, tools=seen.tools,
+                           engine_files=self._engine_files(seen.image_id), key=key, compiler_cache=cache)
+
+    def _keep_cache(self, image_id: str, store: Path, lines: list[str]) -> dict:
+        """The image's updated ccache store replaces the node's; what this build got from it."""
+        stats = compiler_cache.parse_stats(lines)
+        c = self.client.containers.create(image_id, ["true"], entrypoint=[], network_mode="none", labels={LABEL: "1"})
+        try:
+            chunks, _ = c.get_archive(compiler_cache.IN_IMAGE)
+            size = compiler_cache.replace_store(store, chunks)
+        except Exception as e:
+            raise InfraError(f"could not keep the compiler cache: {_short(e)}", "Check free disk space under "
+                             f"{store.parent} (or set image.compiler_cache = \"none\").") from None
+        finally:
+            c.remove(force=True)
+        return {"tool": "ccache", **stats, "store_bytes": size}
 
     def _engine_files(self, image_id: str) -> dict[str, str]:
         """sha256 of every file the build left under the engine root, read in a throwaway
@@ -432,14 +466,15 @@ class DockerRuntime:
                          cpu_s=dog.cpu_s, telemetry=telemetry)
 
 
-def _build_context(src_dir: Path, harness: HarnessSpec | None) -> io.BytesIO:
-    """A tar of the Dockerfile, the engine's tree (as src/) and the
-    profile's harness (as harness/, empty without one). Level-1 gzip: a 30 MB tree costs
-    seconds, not tens of them, on a small node."""
+def _build_context(src_dir: Path, harness: HarnessSpec | None, store: Path | None = None) -> io.BytesIO:
+    """A tar of the Dockerfile, the engine's tree (as src/), the node's compiler cache (as
+    ccache/, empty without one) and the profile's harness (as harness/, empty without one).
+    Level-1 gzip: a 30 MB tree costs seconds, not tens of them, on a small node."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(str(DOCKERFILE), arcname="Dockerfile")
         tar.add(str(src_dir), arcname="src", filter=_strip_owner)
+        compiler_cache.add_to_context(tar, store)
         if harness is not None:
             tar.add(harness.path, arcname="harness", filter=_strip_owner)
         else:

@@ -76,7 +76,7 @@ def test_two_releases_go_through_a_whole_round(llama, release_round, docker_clie
     for b in ("main", "candidate"):
         build = r["builds"][b]
         assert build["source"]["sdist_sha256"] and build["source"]["subtree"] == "vendor/llama.cpp"
-        assert build["tools"] == {"cmake": "cmake version 3.25.1"}
+        assert build["tools"] == {"cmake": "cmake version 3.25.1", "ccache": "ccache version 4.7.5"}
         assert "harness" in build["engine_files"] and build["engine_sha256"]
     assert r["builds"]["main"]["source"]["pypi"] == "llama-cpp-python==0.3.16"
     assert r["builds"]["candidate"]["source"]["pypi"] == "llama-cpp-python==0.3.36"
@@ -104,6 +104,9 @@ def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, relea
     assert main["reused_from"] and main["key"] == before["key"], main.get("reused_from")
     assert main["engine_sha256"] == before["engine_sha256"]
     assert not [e for e in events if isinstance(e, ev.BuildStarted) and e.build == "main"]
+    # the candidate, main with one file patched, compiles that file: ccache reuses the rest
+    cache = rnd.receipt["builds"]["candidate"]["compiler_cache"]
+    assert cache["tool"] == "ccache" and cache["hits"] > 10 * cache["misses"] > 0, cache
     assert v["outcome"] == "rejected" and "parity-kl" in codes(v), v["reasons"]
     failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
     assert failing == {1024}, v["reasons"]          # exact up to 768, caught deep

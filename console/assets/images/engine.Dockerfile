@@ -10,7 +10,8 @@
 ARG BASE
 FROM ${BASE}
 # TOOLS: every other tool the profile names (cmake, ...), one "name<TAB>expected<TAB>probe" per line
-ARG COMPILER_EXPECTED COMPILER_PROBE TOOLS BUILD_CMD HARNESS_BUILD=true BUILD_NAME BUILD_KEY ORIGIN
+ARG COMPILER_EXPECTED COMPILER_PROBE TOOLS BUILD_CMD HARNESS_BUILD=true BUILD_NAME BUILD_KEY ORIGIN \
+    COMPILER_CACHE=none
 RUN found="$(${COMPILER_PROBE} 2>&1 | head -n 1)"; \
     if [ "$found" != "$COMPILER_EXPECTED" ]; then \
       echo "bench-console: compiler mismatch: expected '$COMPILER_EXPECTED', found '$found'"; exit 86; \
@@ -25,7 +26,16 @@ RUN found="$(${COMPILER_PROBE} 2>&1 | head -n 1)"; \
       echo "bench-console: tool ok: $name: $found"; \
     done
 COPY src/ /src/
-RUN mkdir -p /engine && cd /src && sh -ec "$BUILD_CMD"
+# ccache's store from earlier builds on this node (empty unless image.compiler_cache is "ccache");
+# what the engine's build reused from it is echoed for the receipt.
+COPY ccache/ /ccache/
+RUN mkdir -p /engine && cd /src && \
+    if [ "$COMPILER_CACHE" = ccache ]; then \
+      export CCACHE_DIR=/ccache CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=true CCACHE_MAXSIZE=256M; \
+      ccache --zero-stats >/dev/null; \
+    fi; \
+    sh -ec "$BUILD_CMD" && \
+    if [ "$COMPILER_CACHE" = ccache ]; then ccache --print-stats | sed 's/^/bench-console: ccache: /'; fi
 # The harness arrives only now, from the profile: the engine's build never sees it.
 COPY harness/ /harness/
 RUN cd /harness && sh -ec "$HARNESS_BUILD"

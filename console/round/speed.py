@@ -1,0 +1,147 @@
+"""The speed stage: what the stopping rule reads (the plan), warm-up, timed pairs until the
+outcome is decided or the budget is spent, the tail (guards), and the timed path's check.
+
+``timed_pairs`` is the loop every round runs (and benchmarks/decision_quality.py drives):
+``gate.progress`` after every pair, the same code the verdict runs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from .. import events as ev
+from ..core import gate, health, reruns, sequential
+from ..core.receipt import Receipt, Rep, RepKey, Sequential
+from ..core.verdict import json_safe
+from ..engine.adapters import WRITES_LOGITS
+from . import parity as checks
+from .inputs import warm_read
+from .plan import Item, RoundConfig, pair_budget, schedule_head, schedule_tail, timed_pair
+from .reps import Bench, run_until_trusted
+
+
+class Speed:
+    def __init__(self, cfg: RoundConfig, emit: Callable[[ev.Event], None], notice: Callable[[str, str, str], None],
+                 check_abort: Callable[[], None], look: Callable[[dict], reruns.LookBack]):
+        self.cfg, self.p = cfg, cfg.profile
+        self._emit, self._notice, self._check_abort, self._look = emit, notice, check_abort, look
+
+    def run(self, b: Bench, receipt: Receipt) -> None:
+        """Warm-up, timed pairs until decided, the tail (guards), the timed path's check."""
+        p, cfg = self.p, self.cfg
+        done = cfg.resume.done_reps() if cfg.resume else {}
+        # Warm the page cache for the inputs before any rep (the first build must not eat it).
+        for f in b.inputs.iterdir():
+            f.read_bytes()
+        if receipt.inputs is not None and p.model:
+            receipt.inputs.warm = warm_read([f.path for f in p.model])
+            self._notice("info", "model-warm", f"read {receipt.inputs.warm['bytes'] / 1e6:.0f} MB of model files "
+                         f"in {receipt.inputs.warm['seconds']:.2f} s before the first rep")
+        budget = health.RetryBudget.from_rules(p.health)
+        timed_outputs: dict[str, list[tuple[Rep, Path]]] = {}
+
+        def record(rep: Rep, out_dir: Path) -> None:
+            receipt.reps.append(rep)
+            if rep.phase == "timed" and rep.status in ("ok", "suspect"):
+                timed_outputs.setdefault(rep.build, []).append((rep, out_dir))
+
+        def run(items: list[Item]) -> None:
+            for item in items:
+                self._check_abort()
+                attempt = self.resumed(item, done, receipt)
+                if attempt is not None:
+                    run_until_trusted(b, item, attempt, budget, self._emit, self._notice, record)
+
+        self.plan(receipt)
+        head = schedule_head(p)
+        self._emit(ev.PhaseStarted(phase="warm"))
+        run(head)
+        self._emit(ev.PhaseStarted(phase="reps"))
+        pairs = self.timed_pairs(receipt, run, len(head), done)
+        run(schedule_tail(p, len(head) + 2 * pairs))
+        if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter]:
+            receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
+
+    def timed_pairs(self, receipt: Receipt, run: Callable[[list[Item]], None], start: int, done: dict) -> int:
+        """Timed pairs until the outcome is decided or the budget is spent; returns the pairs run.
+
+        A noise round runs its whole budget (it measures, it decides nothing). A round looks
+        after every pair (``gate.progress``: the same code the verdict runs), stops when
+        the decision is made (and an accepted tier is settled), when a build's claims are
+        already refused, or when the pairs or minutes of the budget are spent.
+        """
+        p, cfg = self.p, self.cfg
+        limit = pair_budget(cfg)
+        recorded = [k for k in done if k.phase == "timed"]
+        if any(k.phase.startswith("guard:") for k in done):
+            # a resumed round that had reached its guards had closed its timed pairs
+            limit = max((k.index for k in recorded), default=-1) + 1
+        seq = receipt.sequential
+        started, k, stopped, decided_at = time.monotonic(), 0, "budget-pairs", None
+        while k < limit:
+            run(timed_pair(p, k, start + 2 * k))
+            k += 1
+            if cfg.kind == "noise":
+                continue
+            d = gate.progress(receipt, p.gate)
+            if d is None:
+                stopped = "claims"
+                self._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "
+                             "are run (the verdict says which and why)")
+                break
+            self._emit(ev.DecisionStep.of(json_safe(d.to_dict())))
+            if d.done:
+                stopped = "decided"
+                break
+            if d.decided and not d.pending:
+                # decided, an accepted tier still spanning bands: settling it has its own budget
+                decided_at = k if decided_at is None else decided_at
+                if k - decided_at >= p.gate.settle_pairs:
+                    stopped = "settle-budget"
+                    break
+            if p.gate.max_minutes and time.monotonic() - started > 60 * p.gate.max_minutes and k < limit:
+                stopped = "budget-minutes"
+                break
+        if seq is not None:
+            seq.stopped = stopped if cfg.kind != "noise" else ""
+            seq.minutes = round((time.monotonic() - started) / 60, 3)
+            if stopped in ("decided", "settle-budget"):
+                seq.decided_at = decided_at or k
+        return k
+
+    def plan(self, receipt: Receipt) -> None:
+        """What the stopping rule reads besides the reps: earlier rounds of this candidate
+        (pooled) and the node's noise (planning only); said before the timed reps."""
+        p = self.p
+        if self.cfg.kind != "round":
+            return
+        trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
+        exp = reruns.experiment(p.record(), trees)
+        look = self._look(trees)
+        prior = look.prior
+        design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))
+        pv = sequential.preview(receipt.lock.noise_sd, design, p.gate.planning_noise)
+        receipt.sequential = Sequential(prior=prior, experiment=exp, preview=pv.to_dict(),
+                                        settle_pairs=p.gate.settle_pairs, fresh=self.cfg.fresh)
+        n = sum(len(r.log_ratios) for r in prior)
+        self._emit(ev.PlanReady(preview=pv.to_dict(), sentence=pv.sentence(), prior_rounds=len(prior), prior_pairs=n))
+        if prior:
+            self._notice("info", "rerun", f"this candidate was measured against this main in {len(prior)} earlier "
+                         f"round(s) ({', '.join(r.round_id for r in prior[-3:])}; {n} pairs): they pool with this "
+                         "one, and one confidence sequence runs across all")
+        if look.others and not prior:
+            self._notice("info", "pools-nothing", f"{len(look.others)} earlier round(s) of this profile in "
+                         f"{self.cfg.out_dir} measured another experiment, so none pools with this one: "
+                         + "; ".join(look.others[-3:]))
+
+    @staticmethod
+    def resumed(item: Item, done: dict, receipt: Receipt) -> int | None:
+        """Reps a resumed round already has are kept; None skips the item, else the attempt to run."""
+        earlier = done.get(RepKey(item.build, item.phase, item.index))
+        if not earlier:
+            return 0
+        receipt.reps.extend(earlier)
+        # a resumed round warms up again: the node went cold
+        return len(earlier) if item.phase == "warmup" else None

@@ -1,0 +1,78 @@
+"""A compiler cache kept on the node between builds (``image.compiler_cache = "ccache"``).
+
+ccache runs inside the pinned image (the base includes it, the profile asserts its version
+like any tool), and reuses a compiled object only when the compiler, its arguments and the
+preprocessed source are identical: a candidate that differs from main in one file compiles
+that file, not the tree. No build directory crosses builds; only ccache's own store does.
+
+The store lives on the host, one per base image and compiler, and travels into the build
+context; after a build, the image's updated store replaces it (atomically: a build that fails
+leaves the previous store). What a build got from it (hits, misses) goes into its receipt.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from ..engine.sources import cache_dir
+
+IN_IMAGE = "/ccache"
+STATS_PREFIX = "bench-console: ccache: "
+
+
+def store_for(base_image_id: str, compiler: str) -> Path:
+    """The node's ccache store for one base image and compiler (created empty on first use)."""
+    tag = hashlib.sha256(f"{base_image_id}\n{compiler}".encode()).hexdigest()[:16]
+    path = cache_dir() / "ccache" / tag
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def add_to_context(tar: tarfile.TarFile, store: Path | None) -> None:
+    """The store as the context's ``ccache/`` (an empty directory without one)."""
+    if store is not None and any(store.iterdir()):
+        tar.add(str(store), arcname="ccache", filter=_root_owned)
+        return
+    info = tarfile.TarInfo("ccache")
+    info.type, info.mode = tarfile.DIRTYPE, 0o755
+    tar.addfile(info)
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def replace_store(store: Path, chunks) -> int:
+    """Unpack the image's ``/ccache`` (a tar stream from the daemon) as the new store; its bytes."""
+    parent = store.parent
+    with tempfile.TemporaryDirectory(prefix=".incoming-", dir=parent) as tmp:
+        data = io.BytesIO(b"".join(chunks))
+        with tarfile.open(fileobj=data) as tar:
+            tar.extractall(tmp, filter="data")
+        fresh = Path(tmp) / Path(IN_IMAGE).name
+        size = sum(p.stat().st_size for p in fresh.rglob("*") if p.is_file())
+        old = parent / (store.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(store, old)
+        os.replace(fresh, store)
+        shutil.rmtree(old, ignore_errors=True)
+    return size
+
+
+def parse_stats(lines: list[str]) -> dict[str, int]:
+    """ccache --print-stats lines (``key<TAB>value``), as the build log echoed them: hits and misses."""
+    raw: dict[str, int] = {}
+    for line in lines:
+        if line.startswith(STATS_PREFIX):
+            key, _, value = line[len(STATS_PREFIX):].partition("\t")
+            if value.strip().isdigit():
+                raw[key.strip()] = int(value)
+    hits = raw.get("direct_cache_hit", 0) + raw.get("preprocessed_cache_hit", 0)
+    return {"hits": hits, "misses": raw.get("cache_miss", 0)}
