@@ -4,9 +4,11 @@
    exactly as a rep is (create, start, wait, read logs, remove, with the watchdog
    polling). Everything measured is console + Docker cost, none is engine work.
 2. Real rounds through Round's own loop, each split into build / parity / warm / reps /
-   verdict by the phase events' timestamps: with nothing reused (--rebuild), with main's
-   image reused by its build key, and with both reused. The demo (main vs `fast`) always;
-   llama.cpp (0.3.16 vs 0.3.36, on Gemma 3 270M) with --llama.
+   verdict by the phase events' timestamps: cold (nothing reused, --rebuild), with main's
+   image reused by its build key, with main reused and a patch built incrementally (the
+   compiler cache), and with both reused. The demo (main vs `fast`) always; llama.cpp on
+   Gemma 3 270M with --llama (patches over main that parity rejects: the round is its
+   builds and parity, which is what reuse changes).
 
 Run: .venv/bin/python benchmarks/round_overhead.py [--reps-noop 20] [--skip-round] [--llama] [--pairs 4]
 """
@@ -81,29 +83,55 @@ def _forget(key: str) -> None:
         client.images.remove(img.id, force=True)
 
 
-def builds_reused(name: str, profile, main, candidate, reps: int) -> None:
-    """A round's wall time with nothing reused (--rebuild), with main's image reused and the
-    candidate built, and with both reused (a rerun of the same candidate)."""
+def _clear_compiler_cache(profile) -> None:
+    """Empty this node's compiler cache store for the profile's base and compiler."""
+    import shutil
+    from console.runtime import compiler_cache
+    if profile.image.compiler_cache != "none":
+        store = compiler_cache.store_for(connect().images.get(profile.image.base).id, profile.image.compiler)
+        shutil.rmtree(store)
+
+
+def builds_reused(name: str, profile, main, candidate, reps: int, other=None) -> None:
+    """A round's wall time (a) cold: nothing reused (--rebuild, the compiler cache emptied);
+    (b) main's image reused, the candidate built whole (its image forgotten, the cache emptied);
+    (c) main's image reused and ``other``, another patch over main, built with the compiler cache
+    the rounds before filled (only its patched files compile); (d) both reused (a rerun)."""
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
-        t, spans, r = _round(profile, main, candidate, Path(tmp) / "cold", reps, rebuild=True)
-        rows.append(("cold (--rebuild: both built)", t, spans, r))
+        _clear_compiler_cache(profile)
+        t, spans, r = _round(profile, main, candidate, Path(tmp) / "a", reps, rebuild=True)
+        rows.append(("(a) cold: both built, no compiler cache", t, spans, r))
         _forget(r["builds"]["candidate"]["key"])
-        rows.append(("main reused, candidate built", *_round(profile, main, candidate, Path(tmp) / "main", reps)))
-        rows.append(("both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "both", reps)))
+        _clear_compiler_cache(profile)
+        rows.append(("(b) main reused, candidate built whole", *_round(profile, main, candidate, Path(tmp) / "b", reps)))
+        if other is not None:
+            rows.append(("(c) main reused, another patch built incrementally",
+                         *_round(profile, main, other, Path(tmp) / "c", reps)))
+        rows.append(("(d) both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "d", reps)))
     for label, t, spans, r in rows:
         parts = ", ".join(f"{k} {v:.0f} s" for k, v in spans.items())
-        how = ", ".join(f"{b} {'reused' if r['builds'][b].get('reused_from') else 'built'}" for b in ("main", "candidate"))
-        print(f"{name}: {label}: {t:.0f} s ({how}; {parts}; {r['verdict']['outcome']})")
-    print(f"{name}: a candidate patch built incrementally: not measured: candidate builds do not reuse "
-          "compiled objects (no compiler cache in the pinned images yet)")
+        print(f"{name}: {label}: {t:.0f} s ({_how(r)}; {parts}; {r['verdict']['outcome']})")
+    if other is None:
+        print(f"{name}: (c) a patch built incrementally: not applicable: the profile has no compiler cache")
+
+
+def _how(receipt: dict) -> str:
+    said = []
+    for b in ("main", "candidate"):
+        build = receipt["builds"][b]
+        cache = build.get("compiler_cache")
+        said.append(f"{b} reused" if build.get("reused_from") else f"{b} built in {build['build_s']:.0f} s"
+                    + (f", ccache {cache['hits']}/{cache['hits'] + cache['misses']} hits" if cache else ""))
+    return ", ".join(said)
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps-noop", type=int, default=20)
     ap.add_argument("--skip-round", action="store_true")
-    ap.add_argument("--llama", action="store_true", help="also the llama.cpp profile (0.3.16 vs 0.3.36; ~20 min)")
+    ap.add_argument("--llama", action="store_true", help="also the llama.cpp profile: patches over main "
+                    "(drift-past-768, then skip-layers for the incremental build), each rejected at parity (~12 min)")
     ap.add_argument("--pairs", type=int, default=4, help="timed pairs at most per round")
     a = ap.parse_args()
     overhead_per_rep(a.reps_noop)
@@ -112,6 +140,8 @@ if __name__ == "__main__":
                       ("patch", str(DEMO_CANDIDATES / "fast.patch")), a.pairs)
     if a.llama:
         from console.paths import LLAMA_PROFILE
+        from console.paths import LLAMA_CANDIDATES
         llama = load_profile(LLAMA_PROFILE)
-        builds_reused("llama.cpp (0.3.16 vs 0.3.36)", llama, llama.source,
-                      sources.parse_spec("pypi:llama-cpp-python==0.3.36", llama.source), a.pairs)
+        builds_reused("llama.cpp (0.3.16 vs a patch)", llama, llama.source,
+                      ("patch", str(LLAMA_CANDIDATES / "drift-past-768.patch")), a.pairs,
+                      other=("patch", str(LLAMA_CANDIDATES / "skip-layers.patch")))
