@@ -83,6 +83,15 @@ def _forget(key: str) -> None:
         client.images.remove(img.id, force=True)
 
 
+def _forget_all_but(key: str) -> None:
+    """Remove this node's keyed engine images except those of ``key`` (main's): the next
+    candidate, whatever its key, is built."""
+    client = connect()
+    for img in client.images.list(filters={"label": "bench-console.key"}):
+        if (img.labels or {}).get("bench-console.key") != key:
+            client.images.remove(img.id, force=True)
+
+
 def _clear_compiler_cache(profile) -> None:
     """Empty this node's compiler cache store for the profile's base and compiler."""
     import shutil
@@ -105,10 +114,11 @@ def builds_reused(name: str, profile, main, candidate, reps: int, other=None) ->
         _forget(r["builds"]["candidate"]["key"])
         _clear_compiler_cache(profile)
         rows.append(("(b) main reused, candidate built whole", *_round(profile, main, candidate, Path(tmp) / "b", reps)))
+        rows.append(("(d) both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "d", reps)))
         if other is not None:
+            _forget_all_but(r["builds"]["main"]["key"])
             rows.append(("(c) main reused, another patch built incrementally",
                          *_round(profile, main, other, Path(tmp) / "c", reps)))
-        rows.append(("(d) both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "d", reps)))
     for label, t, spans, r in rows:
         parts = ", ".join(f"{k} {v:.0f} s" for k, v in spans.items())
         print(f"{name}: {label}: {t:.0f} s ({_how(r)}; {parts}; {r['verdict']['outcome']})")
@@ -130,12 +140,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps-noop", type=int, default=20)
     ap.add_argument("--skip-round", action="store_true")
+    ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument("--llama", action="store_true", help="also the llama.cpp profile: patches over main "
                     "(drift-past-768, then skip-layers for the incremental build), each rejected at parity (~12 min)")
     ap.add_argument("--pairs", type=int, default=4, help="timed pairs at most per round")
     a = ap.parse_args()
     overhead_per_rep(a.reps_noop)
-    if not a.skip_round:
+    if not a.skip_round and not a.skip_demo:
         builds_reused("demo (main vs fast)", load_profile(DEMO_PROFILE), sources.parse_spec(str(DEMO_MAIN)),
                       ("patch", str(DEMO_CANDIDATES / "fast.patch")), a.pairs)
     if a.llama:
