@@ -59,3 +59,10 @@ def test_diff_names_changed_missing_and_new_files():
 def test_a_long_list_is_cut_with_a_count():
     d = diff_files({f"f{i}": "1" for i in range(9)}, {f"f{i}": "2" for i in range(9)})
     assert d.sentence(limit=3) == "differ: f0, f1, f2 and 6 more"
+
+
+def test_which_round_built_a_reused_image_is_said_one_way():
+    from console.engine.buildkey import built_by
+    assert built_by(None) == "" and built_by({}) == ""
+    assert built_by({"round": "R1", "image_id": "sha256:x"}) == "R1"
+    assert built_by({"round": "", "image_id": "sha256:x"}) == "an earlier round"

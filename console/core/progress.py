@@ -36,7 +36,7 @@ class Progress:
 
 def build_how(seconds: float, reused_from: str = "") -> str:
     """How a build was obtained, said alike by the headless lines, the TUI and replay."""
-    return f"reused from {reused_from} (same build key)" if reused_from else f"built in {seconds:.1f} s"
+    return f"reused from {reused_from}: same build key" if reused_from else f"built in {seconds:.1f} s"
 
 
 def duration(seconds: float) -> str:

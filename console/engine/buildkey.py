@@ -51,6 +51,13 @@ def inputs_of(recipe: dict[str, str], tree_sha256: str, image: Any, harness: Any
                        compiler_cache=getattr(image, "compiler_cache", "none"))
 
 
+def built_by(reused_from: dict[str, Any] | None) -> str:
+    """The round that built a reused image, as said everywhere ("" for a build made now)."""
+    if not reused_from:
+        return ""
+    return str(reused_from.get("round") or "an earlier round")
+
+
 @dataclass(frozen=True)
 class FileDiff:
     """How a rebuild's engine files differ from the recorded build's."""

@@ -135,7 +135,7 @@ def _reference_build(rt, profile: Profile, snap, log: Callable[[str], None]):
     built = rt.find_build("reference", key, profile.image)
     if built is not None:
         log(f"reused the reference's build: {built.image_id[:19]}, built by "
-            f"{built.reused_from.get('round') or 'an earlier round'} from the same inputs (key {key[:12]})")
+            f"{buildkey.built_by(built.reused_from)} from the same inputs (key {key[:12]})")
         return built
     built = rt.build("reference", snap.dir, profile.image, log, harness=profile.harness, key=key,
                      origin="reference capture")

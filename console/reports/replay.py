@@ -22,6 +22,7 @@ from typing import Any, Callable, Generator, Iterable, Iterator
 
 from console import events as ev
 from console.core.sequential import Preview
+from console.engine.buildkey import built_by
 
 EXIT_REPLAY_ABORTED = 130
 MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
@@ -285,7 +286,7 @@ def _build_events(builds: dict[str, Any], t: float) -> Generator[ev.Event, None,
                            base_image_id=str(b.get("base_image_id", "")),
                            compiler=str(b.get("compiler", "")),
                            seconds=float(b.get("build_s") or 0.0), at=t,
-                           reused_from=_reused(b), key=str(b.get("key") or ""))
+                           reused_from=built_by(b.get("reused_from")), key=str(b.get("key") or ""))
     return t
 
 
@@ -362,9 +363,3 @@ def _rep_events(receipt: dict[str, Any], t: float) -> Generator[ev.Event, None, 
         t += float(rep.get("wall_s") or 0.0)
         yield ev.RepDone(rep=rep, at=t)
     return t
-
-
-def _reused(build: dict) -> str:
-    """The round whose image a build reused, as the live round said it ("" when built)."""
-    was = build.get("reused_from")
-    return str(was.get("round") or "an earlier round") if isinstance(was, dict) else ""

@@ -36,7 +36,7 @@ class Builder:
             built = None if self.cfg.rebuild else self.rt.find_build(name, key, image)
             if built is None:
                 built = self._new_build(name, snap, key)
-        reused = (built.reused_from or {}).get("round") or ("an earlier round" if built.reused_from else "")
+        reused = buildkey.built_by(built.reused_from)
         self._emit(ev.BuildDone(build=name, image_id=built.image_id, base_image_id=built.base_image_id,
                                 compiler=built.compiler, seconds=round(built.seconds, 3), reused_from=reused,
                                 key=built.key))
@@ -72,7 +72,7 @@ class Builder:
         if before is None or before.engine_files is None or built.engine_files is None:
             return
         diff = buildkey.diff_files(before.engine_files, built.engine_files)
-        of = (before.reused_from or {}).get("round") or "an earlier round"
+        of = buildkey.built_by(before.reused_from)
         built.reproduced = {"of": before.image_id, "round": of, **diff.to_dict()}
         if diff.same:
             self._notice("info", "build-reproduced", f"{name}: the rebuild reproduced the engine files of "

@@ -12,7 +12,6 @@ leaves the previous store). What a build got from it (hits, misses) goes into it
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shutil
 import tarfile
@@ -53,8 +52,11 @@ def replace_store(store: Path, chunks) -> int:
     """Unpack the image's ``/ccache`` (a tar stream from the daemon) as the new store; its bytes."""
     parent = store.parent
     with tempfile.TemporaryDirectory(prefix=".incoming-", dir=parent) as tmp:
-        data = io.BytesIO(b"".join(chunks))
-        with tarfile.open(fileobj=data) as tar:
+        archive = Path(tmp) / "store.tar"     # on disk, not in memory: a store may be 256 MB
+        with open(archive, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
         fresh = Path(tmp) / Path(IN_IMAGE).name
         size = sum(p.stat().st_size for p in fresh.rglob("*") if p.is_file())

@@ -8,6 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Log, Static
 
+from ...core.progress import build_how
+
 LOG_VIEW_LINES = 400  # the panel shows a tail; the whole log stays in ``lines``
 
 
@@ -57,7 +59,7 @@ class BuildPanel(Vertical):
             f = self.facts
             secs = f.get("seconds")
             if f.get("reused_from"):
-                t.append(f" (reused from {f['reused_from']}: same build key)")
+                t.append(", " + build_how(0.0, f["reused_from"]))
             elif isinstance(secs, (int, float)):
                 t.append(f" in {secs:.1f} s")
             t.append(f"\nimage {short_image(str(f.get('image_id', '')))}")
