@@ -29,7 +29,7 @@ from console.engine import images, protocol, sources
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round import Round, RoundConfig  # noqa: E402
-from console.runtime.docker import DockerRuntime, connect  # noqa: E402
+from console.runtime.docker import DockerRuntime, connect, remove_engine_images  # noqa: E402
 
 
 def overhead_per_rep(n: int) -> None:
@@ -83,15 +83,6 @@ def _forget(key: str) -> None:
         client.images.remove(img.id, force=True)
 
 
-def _forget_all_but(key: str) -> None:
-    """Remove this node's keyed engine images except those of ``key`` (main's): the next
-    candidate, whatever its key, is built."""
-    client = connect()
-    for img in client.images.list(filters={"label": "bench-console.key"}):
-        if (img.labels or {}).get("bench-console.key") != key:
-            client.images.remove(img.id, force=True)
-
-
 def _clear_compiler_cache(profile) -> None:
     """Empty this node's compiler cache store for the profile's base and compiler."""
     import shutil
@@ -116,7 +107,7 @@ def builds_reused(name: str, profile, main, candidate, reps: int, other=None) ->
         rows.append(("(b) main reused, candidate built whole", *_round(profile, main, candidate, Path(tmp) / "b", reps)))
         rows.append(("(d) both reused (a rerun)", *_round(profile, main, candidate, Path(tmp) / "d", reps)))
         if other is not None:
-            _forget_all_but(r["builds"]["main"]["key"])
+            remove_engine_images(connect(), keep_key=r["builds"]["main"]["key"])   # the next candidate is built
             rows.append(("(c) main reused, another patch built incrementally",
                          *_round(profile, main, other, Path(tmp) / "c", reps)))
     for label, t, spans, r in rows:

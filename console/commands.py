@@ -461,17 +461,11 @@ def cmd_profile(args) -> int:
 
 
 def cmd_cleanup(args) -> int:
-    from .runtime.docker import DockerRuntime
+    from .runtime.docker import DockerRuntime, remove_engine_images
     rt = DockerRuntime()
     n = rt.cleanup_leftovers(stale_after_s=0)
     print(f"removed {n} container(s) left by the console")
     if args.images:
-        gone = 0
-        for img in rt.client.images.list(filters={"label": "bench-console.build"}):
-            try:
-                rt.client.images.remove(img.id, force=True)
-                gone += 1
-            except Exception as e:
-                print(f"kept {img.id[:19]}: {e}")
+        gone = remove_engine_images(rt.client, on_kept=lambda image_id, why: print(f"kept {image_id[:19]}: {why}"))
         print(f"removed {gone} engine image(s)")
     return ExitCode.OK

@@ -5,6 +5,7 @@ import io
 import tarfile
 
 from console.runtime import compiler_cache as cc
+from console.runtime.docker import _build_context
 
 
 def test_a_store_per_base_image_and_compiler(tmp_path, monkeypatch):
@@ -15,23 +16,22 @@ def test_a_store_per_base_image_and_compiler(tmp_path, monkeypatch):
     assert cc.store_for("sha256:" + "2" * 64, "g++ 12") != a and cc.store_for("sha256:" + "1" * 64, "g++ 13") != a
 
 
-def _names(store) -> set[str]:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        cc.add_to_context(tar, store)
-    buf.seek(0)
-    with tarfile.open(fileobj=buf) as tar:
-        return {m.name for m in tar.getmembers()}
+def _names(tmp_path, store) -> set[str]:
+    """The ccache/ entries of the build context the Docker runtime sends."""
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    with tarfile.open(fileobj=_build_context(src, None, store)) as tar:
+        return {m.name for m in tar.getmembers() if m.name.split("/")[0] == "ccache"}
 
 
 def test_the_context_gets_the_store_or_an_empty_directory(tmp_path):
-    assert _names(None) == {"ccache"}
+    assert _names(tmp_path, None) == {"ccache"}
     store = tmp_path / "store"
     store.mkdir()
-    assert _names(store) == {"ccache"}
+    assert _names(tmp_path, store) == {"ccache"}
     (store / "a").mkdir()
     (store / "a" / "obj").write_bytes(b"x")
-    assert _names(store) == {"ccache", "ccache/a", "ccache/a/obj"}
+    assert _names(tmp_path, store) == {"ccache", "ccache/a", "ccache/a/obj"}
 
 
 def _archive(files: dict[str, bytes]) -> list[bytes]:

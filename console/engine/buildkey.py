@@ -48,7 +48,13 @@ def inputs_of(recipe: dict[str, str], tree_sha256: str, image: Any, harness: Any
                        tools=tuple((t.name, t.expect, tuple(t.probe)) for t in image.tools),
                        harness_sha256=harness_sha256 if harness is not None else None,
                        harness_build=harness.build if harness is not None else None,
-                       compiler_cache=getattr(image, "compiler_cache", "none"))
+                       compiler_cache=image.compiler_cache)
+
+
+def key_of(recipe: dict[str, str], tree_sha256: str, image: Any, harness: Any = None,
+           harness_sha256: str | None = None) -> str:
+    """The build key of one build from the profile's image and harness specs."""
+    return build_key(inputs_of(recipe, tree_sha256, image, harness, harness_sha256))
 
 
 def built_by(reused_from: dict[str, Any] | None) -> str:

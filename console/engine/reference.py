@@ -88,7 +88,8 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
         work = Path(tmp)
         log(f"reference source: {sources.spec_label(source)}")
         snap = sources.snapshot(source, work / "src", exclude=profile.exclude)
-        built = _reference_build(rt, profile, snap, log)
+        harness_sha = sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None
+        built = _reference_build(rt, profile, snap, harness_sha, log)
         models = {f.name: f.path for f in profile.model}
         inputs = work / "inputs"
         inputs.mkdir()
@@ -119,19 +120,17 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
             rt.cleanup_round()
     meta = {"runtime": "docker", "source": snap.record, "image_id": built.image_id,
             "base_image_id": built.base_image_id, "compiler": built.compiler, "tools": built.tools,
-            "command": argv, "engine": profile.reference.engine, "harness_tree_sha256":
-            sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None,
+            "command": argv, "engine": profile.reference.engine, "harness_tree_sha256": harness_sha,
             "model": model, "weights_sha256": model[0]["sha256"] if model else None}
     return _store(profile, arr, log, write_profile, meta)
 
 
-def _reference_build(rt, profile: Profile, snap, log: Callable[[str], None]):
+def _reference_build(rt, profile: Profile, snap, harness_sha: str | None, log: Callable[[str], None]):
     """The reference source's build: an image of the same build key if this node has one (a round
     of main built it, say), else a new build labelled with its key for the rounds after it."""
-    from . import buildkey, sources
-    harness_sha = sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None
-    key = buildkey.build_key(buildkey.inputs_of(rt.recipe(profile.image), snap.record["tree_sha256"], profile.image,
-                                                profile.harness, harness_sha))
+    from . import buildkey
+    key = buildkey.key_of(rt.recipe(profile.image), snap.record["tree_sha256"], profile.image,
+                          profile.harness, harness_sha)
     built = rt.find_build("reference", key, profile.image)
     if built is not None:
         log(f"reused the reference's build: {built.image_id[:19]}, built by "

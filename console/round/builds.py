@@ -31,8 +31,8 @@ class Builder:
         built = resume.recorded_build(name, snap.record.get("tree_sha256"), self.rt) if resume else None
         if built is None:
             image = self.cfg.profile.image
-            key = buildkey.build_key(buildkey.inputs_of(self.rt.recipe(image), snap.record["tree_sha256"], image,
-                                                        self._harness, self._harness_sha256))
+            key = buildkey.key_of(self.rt.recipe(image), snap.record["tree_sha256"], image,
+                                  self._harness, self._harness_sha256)
             built = None if self.cfg.rebuild else self.rt.find_build(name, key, image)
             if built is None:
                 built = self._new_build(name, snap, key)

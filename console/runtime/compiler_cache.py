@@ -32,22 +32,6 @@ def store_for(base_image_id: str, compiler: str) -> Path:
     return path
 
 
-def add_to_context(tar: tarfile.TarFile, store: Path | None) -> None:
-    """The store as the context's ``ccache/`` (an empty directory without one)."""
-    if store is not None and any(store.iterdir()):
-        tar.add(str(store), arcname="ccache", filter=_root_owned)
-        return
-    info = tarfile.TarInfo("ccache")
-    info.type, info.mode = tarfile.DIRTYPE, 0o755
-    tar.addfile(info)
-
-
-def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
 def replace_store(store: Path, chunks) -> int:
     """Unpack the image's ``/ccache`` (a tar stream from the daemon) as the new store; its bytes."""
     parent = store.parent

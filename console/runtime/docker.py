@@ -48,6 +48,21 @@ def connect():
         raise InfraError(f"Docker is not reachable: {_short(e)}.", NO_DAEMON_HINT) from None
 
 
+def remove_engine_images(client, keep_key: str = "", on_kept=lambda image_id, why: None) -> int:
+    """Remove the engine images the console built on this node (never a base), except those of
+    build key ``keep_key``; a removal the daemon refuses is said through ``on_kept``. The count removed."""
+    gone = 0
+    for img in client.images.list(filters={"label": f"{LABEL}.build"}):
+        if keep_key and (img.labels or {}).get(f"{LABEL}.key") == keep_key:
+            continue
+        try:
+            client.images.remove(img.id, force=True)
+            gone += 1
+        except Exception as e:
+            on_kept(img.id, _short(e))
+    return gone
+
+
 def _short(e: Exception) -> str:
     text = str(e).strip().splitlines()
     return text[0][:300] if text else type(e).__name__
@@ -474,15 +489,21 @@ def _build_context(src_dir: Path, harness: HarnessSpec | None, store: Path | Non
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(str(DOCKERFILE), arcname="Dockerfile")
         tar.add(str(src_dir), arcname="src", filter=_strip_owner)
-        compiler_cache.add_to_context(tar, store)
-        if harness is not None:
-            tar.add(harness.path, arcname="harness", filter=_strip_owner)
-        else:
-            info = tarfile.TarInfo("harness")
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
+        _add_dir(tar, store, "ccache")
+        _add_dir(tar, Path(harness.path) if harness is not None else None, "harness")
     buf.seek(0)
     return buf
+
+
+def _add_dir(tar: tarfile.TarFile, path: Path | None, arcname: str) -> None:
+    """``path`` as ``arcname/``, root-owned; an empty directory without one (the Dockerfile
+    copies it either way)."""
+    if path is not None and any(path.iterdir()):
+        tar.add(str(path), arcname=arcname, filter=_strip_owner)
+        return
+    info = tarfile.TarInfo(arcname)
+    info.type, info.mode = tarfile.DIRTYPE, 0o755
+    tar.addfile(info)
 
 
 def _strip_owner(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

@@ -17,6 +17,7 @@ from console.results import lockfile
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
+from console.runtime.docker import remove_engine_images
 
 from .rounds import codes, verdict_of
 
@@ -95,17 +96,10 @@ def test_two_releases_go_through_a_whole_round(llama, release_round, docker_clie
         assert size - base < 150 * 2**20, (b, size, base)
 
 
-def _forget_keyed_images_but(client, key: str) -> None:
-    """Remove this node's keyed engine images except those of ``key``: images kept from an
-    earlier run on this node would otherwise be reused, and the next candidate not built."""
-    for img in client.images.list(filters={"label": "bench-console.key"}):
-        if (img.labels or {}).get("bench-console.key") != key:
-            client.images.remove(img.id, force=True)
-
-
 def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, release_round, tmp_path,
                                                                     docker_client):
-    _forget_keyed_images_but(docker_client, release_round[0].receipt["builds"]["main"]["key"])
+    # engine images kept from an earlier run on this node would be reused: the candidate is built here
+    remove_engine_images(docker_client, keep_key=release_round[0].receipt["builds"]["main"]["key"])
     rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "drift-past-768.patch")), tmp_path)
     v = verdict_of(events)
     # main is not built again: the image of its build key (the release round's, or the reference

@@ -166,7 +166,7 @@ class DashboardScreen(Screen[None]):
     def _build_done(self, e: ev.BuildDone) -> None:
         self.build_panel(e.build).done({"image_id": e.image_id, "base_image_id": e.base_image_id,
                                         "compiler": e.compiler, "seconds": e.seconds,
-                                        "reused_from": getattr(e, "reused_from", "")})
+                                        "reused_from": e.reused_from})
 
     def _build_failed(self, e: ev.BuildFailed) -> None:
         self.build_panel(e.build).failed(e.message, e.log_tail)
