@@ -67,6 +67,19 @@ def _round_commands(sub) -> None:
                    "over main (default: the profile's engine.candidate)")
     _round_opts(p)
 
+    p = sub.add_parser("sweep", help="a serving profile's two servers over load levels: the throughput-latency "
+                       "curve with intervals (measures, decides nothing)")
+    p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",
+                   help="a serving profile (one with a [server] table), e.g. llama-server")
+    p.add_argument("--main", help="main's source (default: the profile's engine.source)")
+    p.add_argument("--candidate", help="candidate's source (default: the profile's engine.candidate)")
+    level = p.add_mutually_exclusive_group(required=True)
+    level.add_argument("--concurrency", metavar="C,C,...", help="closed-loop levels: requests in flight, e.g. 1,2,4,8")
+    level.add_argument("--rate", metavar="R,R,...", help="open-loop levels: Poisson arrivals per second, e.g. "
+                       "0.5,1,2 (in flight at most the profile's server.concurrency)")
+    p.add_argument("--blocks", type=int, default=4, help="pairs of blocks per level (default 4; at least 2)")
+    _round_opts(p)
+
     p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")
     p.add_argument("--candidate", default="fast", choices=demo_candidates() or None,
                    help="which demo candidate (a patch in images/demo-candidates/; default fast)")
@@ -105,6 +118,14 @@ def _saved_round_commands(sub) -> None:
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table (the verdict as sentences), md, csv (one row) or json (the whole verdict)")
     p.add_argument("--json", action="store_true", help="the same as --format json")
+
+    p = sub.add_parser("blocks", help="a serving round's blocks (TTFT, ITL, throughput per block), and each "
+                       "build's timed requests as vLLM-style result files")
+    p.add_argument("receipt", type=Path)
+    p.add_argument("--format", choices=FORMATS, default="table", help="table, md, csv or json")
+    p.add_argument("--save-result", type=Path, metavar="DIR",
+                   help="also write DIR/<round>-<build>.json per build, with the field names of "
+                        "`vllm bench serve --save-result` (docs/SERVING.md)")
 
     p = sub.add_parser("compare", help="compare saved rounds: receipts or results directories (ledgers)")
     p.add_argument("sources", nargs="+", type=Path, metavar="RECEIPT|DIR",

@@ -79,6 +79,27 @@ def cmd_run(args) -> int:
     return drive(_round(profile, main, cand, args), args)
 
 
+def cmd_sweep(args) -> int:
+    from .core.sweep import parse_levels
+    from .round import RoundConfig
+    from .round.sweep import Sweep
+    profile = load_profile(args.profile)
+    if profile.server is None:
+        raise UsageError(f"{profile.path} has no [server] table: a sweep drives an engine's server",
+                         "Use a serving profile, e.g. --profile llama-server.")
+    if args.blocks < 2:
+        raise UsageError("--blocks must be at least 2", "One block per level has no interval.")
+    try:
+        levels = parse_levels(args.concurrency, args.rate, profile.server.concurrency)
+    except ValueError as e:
+        raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
+    main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
+    out = (args.out or _default_out(profile)).resolve()
+    cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
+                      runtime=args.runtime, kind="sweep", keep_work=args.keep_work, rebuild=args.rebuild)
+    return drive(Sweep(cfg, levels, args.blocks), args)
+
+
 def cmd_demo(args) -> int:
     _check_reps(args)
     profile = load_profile(DEMO_PROFILE)
@@ -116,6 +137,9 @@ def cmd_resume(args) -> int:
     from .round import Resume, Round, RoundConfig, spec_from_plan
     resume = Resume.read(args.journal)
     plan = resume.plan
+    if plan.get("kind") == "sweep":
+        raise UsageError(f"{args.journal} is a sweep's journal: a sweep is not resumed",
+                         "Run the sweep again (`console sweep`); its builds are reused by their keys.")
     sealed = find_round(store.read_ledger(plan["out_dir"])[0], plan["round_id"])
     if sealed:
         raise UsageError(f"round {plan['round_id']} is already sealed in {plan['out_dir']} "
@@ -190,6 +214,30 @@ def cmd_verdict(args) -> int:
         print(f"warning: the receipt's stored verdict ({stored.get('outcome')}, {stored.get('tier')}) differs from "
               f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
     return int(v.get("exit_code", ExitCode.INFRA))
+
+
+def cmd_blocks(args) -> int:
+    from .core.receipt import Receipt, ReceiptError
+    from .reports import serving
+    from .reports.tables import render
+    from .results import store
+    try:
+        data = args.receipt.read_bytes()
+        receipt = Receipt.from_dict(json.loads(data))
+    except (OSError, ValueError, ReceiptError) as e:
+        raise UsageError(f"cannot read receipt {args.receipt}: {e}", "Give the path of a receipt.json.") from None
+    if not receipt.profile.server:
+        raise UsageError(f"{args.receipt} is not a serving round's receipt (its profile has no [server])",
+                         "`console verdict` and `console compare` read any round.")
+    render([serving.block_table(receipt)], args.format, sys.stdout)
+    if args.save_result:
+        args.save_result.mkdir(parents=True, exist_ok=True)
+        identity, _ = store.identify_file(args.receipt, data, json.loads(data))
+        for build, doc in serving.vllm_results(receipt, identity.receipt_id or "").items():
+            path = args.save_result / f"{receipt.round_id}-{build}.json"
+            path.write_text(json.dumps(doc, indent=2) + "\n")
+            print(f"wrote {path}", file=sys.stderr)
+    return ExitCode.OK
 
 
 def cmd_compare(args) -> int:

@@ -214,6 +214,14 @@ class TelemetrySample(Event):
 
 
 @dataclass
+class SweepLevel(Event):
+    """A sweep finished one load level: both builds' figures there (``core.sweep.LevelFigures``)."""
+    kind: ClassVar[str] = "sweep_level"
+    figures: dict[str, Any]
+    sentence: str
+
+
+@dataclass
 class PlanReady(Event):
     """Before the timed reps: what this node can decide within the budget (``sequential.Preview``)."""
     kind: ClassVar[str] = "plan_ready"

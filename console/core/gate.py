@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from console.core import accuracy, adjudication, claims, legacy, sequential, stats
+from console.core import accuracy, adjudication, claims, legacy, sequential, serving, stats
 from console.core.adjudication import Adjudication, Ruling
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
 from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
@@ -193,6 +193,7 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
 
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
+    served = _grade_server(par, reasons, warnings)
     worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)
     out = ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
              "candidate_error": cand_error, "main_error": main_error,
@@ -200,6 +201,26 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
            reasons, warnings)
     if ruling is not None:      # the key is absent from rounds that had nothing borderline
         out[0]["adjudication"] = ruling.to_dict()
+    if served is not None:      # serving profiles only
+        out[0]["server"] = served
+    return out
+
+
+def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str, Any] | None:
+    """Each server's greedy answers and cache probe (core.serving): the candidate's problems reject
+    it; main's are said (main is the yardstick, not on trial)."""
+    chk = par.server
+    if chk is None:
+        return None
+    out: dict[str, Any] = {}
+    for b in BUILDS:
+        problems = serving.side_problems(getattr(chk, b), chk.min_match, chk.repeat_ratio)
+        out[b] = {"status": "fail" if problems else "pass", "problems": problems}
+        for text in problems:
+            if b == "candidate":
+                reasons.append(reason("server-check", f"candidate's server: {text}"))
+            else:
+                warnings.append(warning("main-server-check", f"main's own server: {text}"))
     return out
 
 
@@ -270,6 +291,9 @@ def _grade_scored_path(par: ParityRecord, rules: GateRules, reasons: list, warni
     """The bench's own final logits against the reference: did the scored path compute the model?"""
     main, c = par.scored_path.get("main"), par.scored_path.get("candidate")
     main_d = main.to_dict() if main else None
+    if not c and par.server is not None:
+        # a serving round's timed path is its server: the server check (graded below) compares it
+        return {"main": None, "candidate": None, "status": "server"}
     if not c:
         warnings.append(warning("scored-path-unchecked",
                                 "the scored-path check did not run: the timed path's own output was not compared"))
@@ -391,8 +415,12 @@ def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
     warnings = [warning("reps-excluded", f"{n} {b} rep(s) marked suspect or aborted were left out "
                                          "of the statistics (node problems, not the build's)")
                 for b, n in sorted(excluded.items())]
-    differential = (_legacy_differential(valid, problems, rules) if r.legacy
-                    else _differential(valid, problems, rules))
+    if bench.get("mode") == "serve":
+        # the console's own client timed every token: there is no engine claim to check
+        differential = {"checked": False, "why": "measured by the console's load client"}
+    else:
+        differential = (_legacy_differential(valid, problems, rules) if r.legacy
+                        else _differential(valid, problems, rules))
     return Counted(valid, problems, warnings, differential)
 
 
@@ -490,6 +518,28 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
     return out
 
 
+def _check_latency(c: Counted, rules: GateRules, guards: dict[str, Any], reasons: list, warnings: list) -> None:
+    """Serving latencies read from the timed blocks, the candidate's over main's in the same pair:
+    a decided rise past the allowed share rejects, a possible one is said."""
+    if not rules.latency:
+        return
+    pairs = [((m.reported or {}), (cand.reported or {})) for m, cand in pairs_of(c)]
+    for metric, row in serving.latency_rows(pairs, rules.latency, rules.false_accept).items():
+        guards[f"latency:{metric}"] = row
+        said = (f"{metric}: the candidate's is {_pct(row['ratio'] - 1)} against main's in the same pair "
+                f"[{_pct(row['lower'] - 1)}, {_pct(row['upper'] - 1)}] over {row['pairs']} pairs; at most "
+                f"{_pct(row['max_rise'])} higher is allowed") if row["ratio"] is not None else ""
+        if row["status"] == "breach":
+            reasons.append(reason("latency-breach", f"latency guard {said}", figure=f"latency:{metric}",
+                                  bar=row["allowed"], value=row["lower"]))
+        elif row["status"] == "uncertain":
+            warnings.append(warning("latency-uncertain", f"latency guard {said}: a breach is possible but "
+                                                         "not decided: not rejected"))
+        elif row["status"] == "unmeasured":
+            warnings.append(warning("latency-unmeasured", f"latency guard {metric}: fewer than 2 pairs with "
+                                                          "the figure on both sides; not enforced"))
+
+
 def _guard_breach(c: Counted, g: Any, floor: float, source: str, rules: GateRules,
                   row: dict[str, Any]) -> Reason | None:
     """A guard is breached only when the candidate is decidedly below the allowed minimum:
@@ -561,6 +611,7 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     guard_reasons: list[Reason] = []
     guard_infra: list[Reason] = []
     guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, legacy_rules=r.legacy)
+    _check_latency(c, rules, guards, guard_reasons, warnings)
     if guard_reasons:
         return verdict("rejected", guard_reasons, suppressed="guard breached", guards=guards)
     if guard_infra:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from console.core.adjudication import Adjudication
 from console.core.parity import DepthFigures
 from console.core.rules import GateRules, rules_from_dict
+from console.core.served import ServedCheck
 
 SCHEMA_1 = "bench-console/receipt/1"   # fixed reps; judged by the median gain against a threshold
 SCHEMA_2 = "bench-console/receipt/2"   # reps until decided; `none` on the upper end alone
@@ -267,6 +268,7 @@ class ParityRecord:
     scored_path: dict[str, PathFigures | None] = field(default_factory=dict)
     timed_path: TimedPath | None = None  # absent before the timed reps ran
     adjudication: Adjudication | None = None   # borderline depths only (console.core.adjudication)
+    server: ServedCheck | None = None   # serving profiles: each server's answers (console.core.serving)
 
     def side(self, build: str) -> ParitySide | None:
         return self.main if build == "main" else self.candidate
@@ -287,6 +289,8 @@ class ParityRecord:
             out["timed_path"] = self.timed_path.to_dict()
         if self.adjudication is not None:
             out["adjudication"] = self.adjudication.to_dict()
+        if self.server is not None:
+            out["server"] = self.server.to_dict()
         return out
 
     @classmethod
@@ -296,7 +300,8 @@ class ParityRecord:
                    candidate=ParitySide.from_dict(d.get("candidate")),
                    scored_path={b: PathFigures.from_dict(f) for b, f in (d.get("scored_path") or {}).items()},
                    timed_path=TimedPath.from_dict(d.get("timed_path")),
-                   adjudication=Adjudication.from_dict(d["adjudication"]) if d.get("adjudication") else None)
+                   adjudication=Adjudication.from_dict(d["adjudication"]) if d.get("adjudication") else None,
+                   server=ServedCheck.from_dict(d.get("server")))
 
 
 @dataclass
@@ -385,10 +390,12 @@ class ProfileRecord:
     rules: GateRules = field(default_factory=GateRules)
     bench: dict[str, Any] = field(default_factory=dict)
     parity: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)    # a serving profile's [server]; else empty
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
-                "rules": asdict(self.rules), "bench": self.bench, "parity": self.parity}
+        out = {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
+               "rules": asdict(self.rules), "bench": self.bench, "parity": self.parity}
+        return {**out, "server": self.server} if self.server else out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "ProfileRecord":
@@ -397,7 +404,8 @@ class ProfileRecord:
             raise ReceiptError("the receipt records no gate rules (profile.rules)")
         return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
                    node=str(d.get("node") or ""), rules=rules_from_dict(d["rules"]),
-                   bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}))
+                   bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}),
+                   server=dict(d.get("server") or {}))
 
 
 @dataclass

@@ -20,6 +20,14 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class LatencyGuard:
+    """A serving latency (core.serving.LATENCIES) the candidate may not worsen by more than
+    ``max_rise``, read from the timed blocks themselves."""
+    metric: str
+    max_rise: float = 0.25
+
+
+@dataclass(frozen=True)
 class Bands:
     s: float = 0.035
     m: float = 0.06
@@ -51,6 +59,7 @@ class GateRules:
     overhead_margin: float = 0.25       # candidate's fixed cost per run over main's, as a share of main's run
     seek_memory_fraction: float = 0.9
     guards: tuple[Guard, ...] = ()
+    latency: tuple[LatencyGuard, ...] = ()   # serving profiles: [[server.guards]]
     # Sequential decisions (schema-2 receipts; console.core.sequential says how they are used).
     false_accept: float = 0.01          # α: chance of accepting a candidate that is not `significance` faster
     miss: float = 0.05                  # β: chance of calling `none` on a true gain of `min_gain`
@@ -73,4 +82,5 @@ def rules_from_dict(d: dict[str, Any]) -> GateRules:
     d = dict(d)
     d["bands"] = Bands(**d.get("bands", {}))
     d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
+    d["latency"] = tuple(LatencyGuard(**g) for g in d.get("latency", ()))
     return GateRules(**d)

@@ -55,7 +55,8 @@ def _profile(f: ProfileFile, path: Path, sha256: str, data: dict[str, Any]) -> P
         source=e.source, protected=e.protected, exclude=e.exclude, candidate=e.candidate,
         image=f.image, run=run, bench=f.bench, parity=f.parity, reference=reference, gate=f.gate.rules(),
         health=f.health.rules(), preflight=f.preflight.rules(), queue=f.queue.rules(),
-        harness=f.harness, model=f.model.files, accuracy=f.accuracy, adjudication=f.adjudication)
+        harness=f.harness, model=f.model.files, accuracy=f.accuracy, adjudication=f.adjudication,
+        server=f.server)
 
 
 @cache

@@ -164,11 +164,14 @@ class RunSpec:
 
 @table
 class BenchSpec:
-    command: Annotated[argv(BENCH_PLACEHOLDERS), key("the bench command (argv)")]
-    metric: Annotated[Str, key("the metric name the bench result line carries")]
-    depth: Annotated[Int, within(0), key("positions of context before the timed section")]
-    tokens: Annotated[Int, within(2), key("tokens timed per run")]
-    short_tokens: Annotated[Int, within(1), key("tokens timed per short run (fewer than tokens)")]
+    command: Annotated[argv(BENCH_PLACEHOLDERS, nonempty=False), key(
+        "the bench command (argv); not used with mode = 'serve'")] = ()
+    metric: Annotated[Str, Check(lambda v: None if v else "expected a metric name"), key(
+        "the metric name the bench result line carries (a serving profile: output_tok_s, stream_tok_s or "
+        "request_s)")] = ""
+    depth: Annotated[Int, within(0), key("positions of context before the timed section")] = 0
+    tokens: Annotated[Int, within(2), key("tokens timed per run")] = 2
+    short_tokens: Annotated[Int, within(1), key("tokens timed per short run (fewer than tokens)")] = 1
     reps: Annotated[Int, within(1, 1000), key(
         "pairs of a noise round (a round's timed pairs are the gate's budget)")] = 8
     warmup: Annotated[Int, within(0, 10), key("untimed runs per build first")] = 1
@@ -180,6 +183,8 @@ class BenchSpec:
     fill: Annotated[Literal["decode", "prefill"], key(
         "the context before the timed section: token by token, or the batched prompt path")] = "decode"
     adapter: Annotated[Adapter, key("how the bench's stdout is read")] = "bench_result"
+    mode: Annotated[Literal["harness", "serve"], key(
+        "runs of the bench command, or blocks of requests through the engine's server ([server])")] = "harness"
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> BenchSpec:
@@ -190,6 +195,8 @@ class BenchSpec:
                          "console checks the seek really allocated its cache)", "seek_bytes_per_position")
         if self.short_tokens >= self.tokens:
             raise refuse(f"expected fewer than bench.tokens ({self.tokens})", "short_tokens")
+        if self.mode == "harness" and not self.command:
+            raise refuse("missing; expected the bench command (argv)", "command")
         return self
 
 
@@ -339,6 +346,7 @@ class Profile:
     queue: QueueRules = field(default_factory=QueueRules)     # how the queue books and judges copies
     accuracy: AccuracySpec | None = None            # [accuracy]: the task accuracy stage
     adjudication: AdjudicationSpec | None = None    # [adjudication]: how borderline KL is settled
+    server: Any = None              # [server] (profile.serving.ServerSpec): a serving profile's server and load
 
     @property
     def dir(self) -> Path:
@@ -350,7 +358,8 @@ class Profile:
     def record(self) -> ProfileRecord:
         """What a receipt keeps of the profile: its hash and the rules and specs in force."""
         return ProfileRecord(name=self.name, path=self.path, sha256=self.sha256, node=self.node,
-                             rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity))
+                             rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity),
+                             server=asdict(self.server) if self.server is not None else {})
 
     def metric_of(self, guard: Guard | None) -> str:
         return (guard.metric if guard is not None and guard.metric else "") or self.bench.metric

@@ -11,8 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core.health import HealthRules, PreflightRules
 from ..core.queue import QueueRules
-from ..core.rules import Bands, GateRules, Guard
+from ..core.rules import Bands, GateRules, Guard, LatencyGuard
+from ..core.serving import LATENCIES
 from .checks import RATE, Bool, Int, Num, Str, Strs, key, refuse, within
+from .serving import ServerSpec, scored_problem
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
                    ReferenceSpec, RunSpec, Source)
 
@@ -70,6 +72,12 @@ class GuardTable(Table):
     metric: Annotated[Str, key("what it measures (empty: the bench's scored metric)")] = _Gd.metric
 
 
+class LatencyTable(Table):
+    metric: Annotated[Literal[tuple(sorted(LATENCIES))], key("a latency percentile of each timed block")]
+    max_rise: Annotated[Num, within(0.0, 10.0), key(
+        "the candidate's may be at most this share above main's in the same pair")] = 0.25
+
+
 class GateTable(Table):
     top1_min: Annotated[Num, within(0.0, 1.0), key("top-1 agreement with the reference at least this")] = _G.top1_min
     kl_max: Annotated[Num, within(0.0), key("KL from the reference at most this (nats)")] = _G.kl_max
@@ -105,6 +113,8 @@ class GateTable(Table):
     seek_memory_fraction: Annotated[Num, within(0.0, 1.0), key(
         "a seek's peak memory must cover this share of depth x seek_bytes_per_position")] = _G.seek_memory_fraction
     guards: Annotated[tuple[GuardTable, ...], key("other depths that may not regress ([[gate.guards]])")] = ()
+    latency: Annotated[tuple[LatencyTable, ...], key(
+        "serving latencies the candidate may not worsen, read from the timed blocks ([[gate.latency]])")] = ()
     false_accept: Annotated[Num, RATE, key(
         "chance of accepting a candidate that is not `significance` faster")] = _G.false_accept
     miss: Annotated[Num, RATE, key("chance of calling `none` on a true gain of `min_gain`")] = _G.miss
@@ -145,6 +155,8 @@ class GateTable(Table):
         if self.settle_pairs > self.max_pairs:
             raise refuse(f"expected at most gate.max_pairs ({self.max_pairs}): settling a tier is part of "
                          f"the pair budget, got {self.settle_pairs}", "settle_pairs")
+        if len({g.metric for g in self.latency}) != len(self.latency):
+            raise refuse("expected each latency guarded once", "latency")
         if self.min_pairs > self.max_pairs:
             raise refuse(f"expected at most gate.max_pairs ({self.max_pairs})", "min_pairs")
         if self.min_gain < self.significance:
@@ -154,7 +166,8 @@ class GateTable(Table):
 
     def rules(self) -> GateRules:
         return GateRules(**{**self.fields(), "bands": Bands(**self.bands.fields()),
-                            "guards": tuple(Guard(**g.fields()) for g in self.guards)})
+                            "guards": tuple(Guard(**g.fields()) for g in self.guards),
+                            "latency": tuple(LatencyGuard(**g.fields()) for g in self.latency)})
 
 
 _H, _P, _Q = HealthRules(), PreflightRules(), QueueRules()
@@ -243,6 +256,7 @@ class ProfileFile(Table):
         default_factory=PreflightTable)
     accuracy: Annotated[AccuracySpec | None, key("the task accuracy stage")] = None
     adjudication: Annotated[AdjudicationSpec | None, key("how borderline KL is settled")] = None
+    server: Annotated[ServerSpec | None, key("a serving profile: the engine's server and the load that times it")] = None
 
     @model_validator(mode="after")
     def _across_tables(self) -> ProfileFile:
@@ -253,4 +267,8 @@ class ProfileFile(Table):
         if self.gate.borderline_kl and self.adjudication is None:
             raise refuse("expected an [adjudication] table that says how borderline KL is settled "
                          "(the reference's kernel variants, the completions)", "gate.borderline_kl")
+        if (self.bench.mode == "serve") != (self.server is not None):
+            raise refuse("expected a [server] table exactly when bench.mode = 'serve'", "bench.mode")
+        if self.server is not None and (bad := scored_problem(self.bench.metric)):
+            raise refuse(bad, "bench.metric")
         return self

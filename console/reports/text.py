@@ -139,6 +139,8 @@ class LineReporter:
             why = " (" + "; ".join(r["suspect"]) + ")"
         p = self.progress.rep_done(r, e.at)
         where = p.text() if p else f"rep at position {r['position']}"
+        if r.get("context") == "serve":     # a block: its latencies instead of a memory figure
+            mem = block_text(r.get("reported") or {})
         return (f"{r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
                 f"wall {r['wall_s']:.3f}s {mem} {status}{why}  [{where}]")
 
@@ -204,6 +206,7 @@ _LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
     ev.RepDone: LineReporter._rep_done,
     ev.PlanReady: LineReporter._plan_ready,
     ev.DecisionStep: lambda self, e: "decision: " + decision_text(e),
+    ev.SweepLevel: lambda self, e: self._c("level " + e.sentence, "blue"),
     ev.VerdictReady: LineReporter._verdict_ready,
     ev.RoundEnded: LineReporter._round_ended,
 }
@@ -433,3 +436,12 @@ def annotations(verdict: dict) -> list[str]:
             for w in verdict.get("warnings") or []]
     return out
 
+
+def block_text(fig: dict) -> str:
+    """A serving block's figures in one line: requests, TTFT and ITL percentiles (ms)."""
+    def ms(key: str) -> str:
+        v = fig.get(key)
+        return f"{v:.0f}" if isinstance(v, (int, float)) else "-"
+    failed = f", {fig.get('failed')} failed" if fig.get("failed") else ""
+    return (f"{fig.get('completed', 0)} req{failed}, TTFT p50/p99 {ms('median_ttft_ms')}/{ms('p99_ttft_ms')} ms, "
+            f"ITL p50/p99 {ms('median_itl_ms')}/{ms('p99_itl_ms')} ms")

@@ -74,14 +74,17 @@ def _variant(b: Bench, name: str, args: list[str], ref: np.ndarray, emit: Emit,
     return v
 
 
-def _generate(b: Bench, image: str, label: str, extra: list[str], positions: list[int],
-              expected: int) -> tuple[list[list[int]] | None, str | None]:
+def generate(b: Bench, image: str, label: str, extra: list[str], positions: list[int],
+             expected: int, tokens: int | None = None) -> tuple[list[list[int]] | None, str | None]:
+    """Greedy completions from the document's first ``positions`` tokens through ``image``'s harness
+    (the profile's [adjudication] command): the token ids per position, or None and why."""
     p = b.profile
     spec = p.adjudication
-    assert spec is not None
+    if spec is None:
+        return None, "the profile has no [adjudication] command to generate completions with"
     out_dir = b.work / "runs" / f"completions-{label}"
     argv = fill(spec.command, p, doc=f"{INPUTS_ROOT}/{DOC_NAME}", positions=",".join(map(str, positions)),
-                tokens=str(spec.tokens), out=OUT_ROOT) + extra
+                tokens=str(tokens or spec.tokens), out=OUT_ROOT) + extra
     res = b.rt.run(b.builds[image], argv, src_dir=b.src_dirs[image], inputs_dir=b.inputs, out_dir=out_dir,
                    run=p.run, label=f"{label}/completions", gpus=b.gpus, models=b.models)
     if res.exit_code != 0:
@@ -99,7 +102,7 @@ def _completions(b: Bench, record: Adjudication, emit: Emit, check_abort: Callab
     assert spec is not None
     record.positions = adj.positions(p.parity.depths, spec.completions)
     n = len(record.positions)
-    record.reference, err = _generate(b, "main", "reference", [], record.positions, n)
+    record.reference, err = generate(b, "main", "reference", [], record.positions, n)
     check_abort()
     if record.reference is None:
         record.error = err
@@ -107,13 +110,13 @@ def _completions(b: Bench, record: Adjudication, emit: Emit, check_abort: Callab
     follow = "adjudication-follow.txt"
     (b.inputs / follow).write_text("".join(" ".join(map(str, t)) + "\t\n" for t in record.reference))
     forced = fill(spec.follow, None, follow=f"{INPUTS_ROOT}/{follow}")
-    record.candidate, err = _generate(b, "candidate", "candidate", forced, record.positions, n)
+    record.candidate, err = generate(b, "candidate", "candidate", forced, record.positions, n)
     for v in record.variants:
         check_abort()
         # A variant whose logits were bit-identical to the reference's at every depth adds nothing
         # to the worst variant's count; it is not run again (its followed stays None).
         if v.error is None and any(k > 0 for k in v.kl.values()):
-            v.followed, verr = _generate(b, "main", f"reference-{v.name}", forced + v.args, record.positions, n)
+            v.followed, verr = generate(b, "main", f"reference-{v.name}", forced + v.args, record.positions, n)
             v.error = verr
     record.error = err
     total = sum(len(t) for t in record.reference)

@@ -68,8 +68,11 @@ def _items(p: Profile, phase: str, order: list[str], start: int, depth: int, tok
 
 
 def schedule_head(p: Profile) -> list[Item]:
-    """Warm-ups, then the short differential runs, interleaved."""
+    """Warm-ups, then the short differential runs, interleaved (a serving round has none: its
+    client timed every token, so there is no engine claim for a wall-clock differential to check)."""
     warm = _items(p, "warmup", ["main", "candidate"] * p.bench.warmup, 0, p.bench.depth, p.bench.short_tokens)
+    if p.bench.mode == "serve":
+        return warm
     return warm + _items(p, "short", stats.interleaved_order(p.bench.short_reps), len(warm), p.bench.depth,
                          p.bench.short_tokens)
 

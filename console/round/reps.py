@@ -33,6 +33,8 @@ class Bench:
     preflight: dict
     profile: Profile
     models: dict[str, str] | None = None    # model file name -> host path, mounted read-only
+    # a serving round's reps are blocks of requests through the build's server (round.serve)
+    blocks: Callable[[Item, int, Path], tuple[Rep, RunResult]] | None = None
 
 
 def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
@@ -64,18 +66,21 @@ def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
 def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]) -> tuple[Rep, Path, RunResult]:
     """One run of the bench, judged: ``ok`` reps the node may have moved become ``suspect``."""
     p = b.profile
-    argv = fill(p.bench.command, p, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
-                doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric)
     out_dir = b.work / "runs" / f"{item.position:04d}-{item.build}-{item.phase.replace(':', '_')}-{item.index}-{attempt}"
     settled = b.tele.settle(p.health.settle_cores, p.health.settle_max_s)
     emit(ev.RepStarted(build=item.build, index=item.index, position=item.position, phase=item.phase))
-    # The runtime opens the telemetry window when the engine starts and closes it when it
-    # exits: container start and teardown are the apparatus, not a neighbour.
-    res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,
-                   out_dir=out_dir, run=p.run, label=item.label, gpus=b.gpus,
-                   watch=lambda **kw: b.tele.monitor(0.1, **kw), models=b.models)
+    if b.blocks is not None:
+        rep, res = b.blocks(item, attempt, out_dir)
+    else:
+        argv = fill(p.bench.command, p, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
+                    doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric)
+        # The runtime opens the telemetry window when the engine starts and closes it when it
+        # exits: container start and teardown are the apparatus, not a neighbour.
+        res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,
+                       out_dir=out_dir, run=p.run, label=item.label, gpus=b.gpus,
+                       watch=lambda **kw: b.tele.monitor(0.1, **kw), models=b.models)
+        rep = rep_record(item, attempt, res, p)
     summary = res.telemetry or {}
-    rep = rep_record(item, attempt, res, p)
     rep.settle = settled
     # Under Docker the engine is outside the console's process tree, so its CPU time
     # would read as "other processes"; under the local runtime it is a waited-for child

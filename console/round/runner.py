@@ -27,6 +27,7 @@ from ..runtime.base import BuildResult
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
+from . import serve
 from .adjudicate import settle
 from .builds import Builder
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
@@ -55,6 +56,7 @@ class Round:
         self._tele = None               # the round's telemetry
         self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
+        self._servers: serve.Servers | None = None      # a serving round's servers
 
     # --- public --------------------------------------------------------------
 
@@ -63,6 +65,8 @@ class Round:
         self._abort.set()
         if self._runtime is not None:
             self._runtime.abort()
+        if self._servers is not None:     # a block in flight fails at once, and is not timed
+            self._servers.stop_all()
 
     @property
     def decided_by(self) -> tuple[str, str, str, int] | None:
@@ -136,6 +140,8 @@ class Round:
                 self._q.put(None)
 
     def _end(self, status: str, message: str, work: Path | None) -> None:
+        if self._servers is not None:
+            self._servers.stop_all()
         if self._runtime is not None:
             try:
                 self._runtime.cleanup_round()
@@ -172,13 +178,15 @@ class Round:
         bench = self._builds(snaps, receipt, work)
         self._emit(ev.PhaseStarted(phase="parity"))     # parity first: a failure suppresses every speed figure
         self._parity(bench, receipt)
+        if self.p.server is not None:
+            self._serve(bench, receipt)
         if self.cfg.kind == "noise" or gate.parity_passes(receipt, self.p.gate):
             self._speed(bench, receipt)
         else:
             self._notice("warn", "speed-skipped",
                          "speed was not measured: the candidate failed parity, so no speed credit is possible")
         self._finish(receipt)
-        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+        return self._status(receipt)
 
     # --- stages ----------------------------------------------------------------
 
@@ -193,7 +201,7 @@ class Round:
         self._tele = tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
         host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
-                                   host=host, plan=plan_record(cfg, self.round_id, rt.kind, started_at)))
+                                   host=host, plan=self._plan(rt.kind, started_at)))
         if left:
             self._notice("info", "cleanup", f"removed {left} container(s) left behind by an earlier crash")
         if cfg.resume:
@@ -296,7 +304,9 @@ class Round:
         ref = checks.read_reference(b)
         par = receipt.parity = checks.new_record(b, self._ref_meta)
         record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
-        logits_out = WRITES_LOGITS[self.p.bench.adapter]   # the bench's own output can be checked
+        # the bench's own output can be checked (a serving round's is checked through its server)
+        serving = self.p.bench.mode == "serve"
+        logits_out = WRITES_LOGITS[self.p.bench.adapter] and not serving
         for build in (["main"] if self.cfg.kind == "noise" else ["main", "candidate"]):
             self._check_abort()
             side = checks.logits_side(b, build, ref, self._check_abort)
@@ -304,7 +314,7 @@ class Round:
             checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
             if logits_out:
                 par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
-        if not logits_out:     # said once; the gate says "unchecked"
+        if not logits_out and not serving:     # said once; the gate says "unchecked"
             self._notice("warn", "scored-path", f"the {self.p.bench.adapter} adapter's bench writes no logits: "
                          "what the timed runs compute is not compared with the reference")
         if self.cfg.kind == "noise":
@@ -356,6 +366,29 @@ class Round:
         self._emit(ev.AccuracyGraded(grade={k: v for k, v in (table or {}).items()
                                             if k not in ("reference_ok", "candidate_ok")},
                                      reasons=[r.message for r in reasons]))
+
+    def _serve(self, b: Bench, receipt: Receipt) -> None:
+        """A serving round: each build's server is started and checked against the reference's tokens
+        before anything is timed; the timed blocks then go through the same servers."""
+        self._emit(ev.PhaseStarted(phase="server"))
+        servers = self._servers = serve.Servers(b, self._notice, slots=self._slots())
+        builds = ["main"] if self.cfg.kind == "noise" else ["main", "candidate"]
+        check = receipt.parity.server = serve.check(b, servers, builds, self._emit, self._check_abort)
+        if self.cfg.kind == "noise":
+            check.candidate = check.main
+        b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
+
+    def _plan(self, runtime: str, started_at: str) -> dict:
+        """What the round will do, journaled first and shown by every viewer's progress."""
+        return plan_record(self.cfg, self.round_id, runtime, started_at)
+
+    def _status(self, receipt: Receipt) -> tuple[str, str]:
+        """How the round ended once its verdict is sealed."""
+        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+
+    def _slots(self) -> int:
+        """Requests each server is started to hold at once: the profile's concurrency."""
+        return self.p.server.concurrency
 
     def _speed_stage(self) -> Speed:
         return Speed(self.cfg, self._emit, self._notice, self._check_abort, self._look)

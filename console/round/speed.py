@@ -61,7 +61,7 @@ class Speed:
         self._emit(ev.PhaseStarted(phase="reps"))
         pairs = self.timed_pairs(receipt, run, len(head), done)
         run(schedule_tail(p, len(head) + 2 * pairs))
-        if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter]:
+        if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter] and p.bench.mode != "serve":
             receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
 
     def timed_pairs(self, receipt: Receipt, run: Callable[[list[Item]], None], start: int, done: dict) -> int:

@@ -56,6 +56,20 @@ class RunResult:
     telemetry: dict | None = None       # the watch's summary over the engine's own run
 
 
+@dataclass
+class Served:
+    """An engine's server, started by a runtime for a serving round: reachable at ``url`` from the
+    console only (an internal network, or loopback), stopped by ``stop`` or the round's cleanup."""
+    build: str
+    url: str                                # http://host:port, no trailing slash
+    label: str
+    alive: Callable[[], bool]               # the server's process still runs
+    logs: Callable[[], str]                 # its output so far (for a failure's message)
+    cpu_s: Callable[[], float | None]       # its CPU seconds so far, from outside
+    pids: Callable[[], set[int]]            # its processes as host PIDs (for telemetry)
+    stop: Callable[[], None]
+
+
 LogSink = Callable[[str], None]
 
 Watch = Callable[..., "RepMonitor"]  # noqa: F821

@@ -20,9 +20,12 @@ from ..paths import DOCKERFILE
 from ..profile import HarnessSpec, ImageSpec, RunSpec
 from . import compiler_cache
 from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watch, Watchdog, dir_bytes)
+                   LogSink, RunResult, Served, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
+# Servers of a serving round join this network: internal (no gateway, so no route out), reachable
+# from this host by the container's address and from nothing else.
+SERVE_NETWORK = "bench-console-serve"
 _MISMATCH = re.compile(r"^bench-console: compiler mismatch: expected '(.*)', found '(.*)'")
 _COMPILER_OK = re.compile(r"^bench-console: compiler ok: (.*)")
 _TOOL_MISMATCH = re.compile(r"^bench-console: tool mismatch: ([^:]*): expected '(.*)', found '(.*)'")
@@ -375,6 +378,9 @@ class DockerRuntime:
 
     # --- runs ----------------------------------------------------------------
 
+    def serve(self, built: BuildResult, argv: list[str], **kw) -> Served:
+        return serve(self, built, argv, **kw)
+
     def _container_config(self, argv: list[str], src_dir: Path, inputs_dir: Path, out_dir: Path, run: RunSpec,
                           label: str, gpus: bool, models: dict[str, str] | None) -> dict:
         """How a rep's container is locked down: what it sees, what it may write, its limits."""
@@ -479,6 +485,54 @@ class DockerRuntime:
                          timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
                          out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None,
                          cpu_s=dog.cpu_s, telemetry=telemetry)
+
+
+def _serve_network(client):
+    import docker.errors
+    try:
+        return client.networks.get(SERVE_NETWORK)
+    except docker.errors.NotFound:
+        return client.networks.create(SERVE_NETWORK, driver="bridge", internal=True, labels={LABEL: "1"})
+
+
+def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
+          out_dir: Path, run: RunSpec, label: str, gpus: bool = False, models: dict[str, str] | None = None) -> Served:
+    """Start a build's server in a container locked down like a rep's, on the internal network."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o777)
+    kwargs = rt._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models)
+    del kwargs["network_mode"]
+    try:
+        net = _serve_network(rt.client)
+        container = rt.client.containers.create(built.image_id, network=net.name, **kwargs)
+        container.start()
+        container.reload()
+        ip = container.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
+    except Exception as e:
+        raise InfraError(f"could not start the server for {label}: {_short(e)}",
+                         "Check the Docker daemon and that the image still exists.") from None
+    cpu = _cgroup_cpu_reader(container.id)
+
+    def alive() -> bool:
+        try:
+            container.reload()
+            return container.status in ("created", "running")
+        except Exception:
+            return False
+
+    def logs() -> str:
+        try:
+            return container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+        except Exception:
+            return ""
+
+    def stop() -> None:
+        try:
+            container.remove(force=True)
+        except Exception:
+            pass
+    return Served(build=built.build, url=f"http://{ip}:{port}", label=label, alive=alive, logs=logs, cpu_s=cpu,
+                  pids=_cgroup_pids_reader(container.id), stop=stop)
 
 
 def _build_context(src_dir: Path, harness: HarnessSpec | None, store: Path | None = None) -> io.BytesIO:

@@ -48,6 +48,7 @@ class DashboardScreen(Screen[None]):
             ev.PlanReady: self._plan_ready, ev.DecisionStep: self._decision_step,
             ev.RoundEnded: self._round_ended, ev.AccuracyProgress: self._accuracy_progress,
             ev.AccuracyGraded: self._accuracy_graded, ev.AdjudicationStep: self._adjudication,
+            ev.SweepLevel: self._sweep_level,
         }
 
     def compose(self) -> ComposeResult:
@@ -210,6 +211,13 @@ class DashboardScreen(Screen[None]):
         if rep.phase == "timed" and counts(rep):
             self._one(RepSummary).add(rep.build, float(rep.value))
             self._one(RepPlot).add(rep.build, rep.position, float(rep.value))
+        elif rep.phase.startswith("sweep:") and counts(rep):     # a sweep's blocks, until its curve
+            self._one(RepPlot).add(rep.build, rep.position, float(rep.value))
+
+    def _sweep_level(self, e: ev.SweepLevel) -> None:
+        self._one(RepPlot).add_level(e.figures)
+        self._one(RepSummary).set_decision(e.sentence)
+        self.note("info", "sweep", e.sentence, e.at)
 
     def _plan_ready(self, e: ev.PlanReady) -> None:
         self._one(RepSummary).set_plan(e.sentence)

@@ -10,6 +10,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from ...core import stats
+from ...reports.text import block_text
 from .linetable import Cell, Column, LineTable
 
 _STATUS_STYLE = {"ok": "green", "running": "dim", "suspect": "yellow"}
@@ -83,6 +84,8 @@ class RepTable(LineTable):
         cell = Text(status, style=_STATUS_STYLE.get(status, "bold red"))
         if flags:
             cell.append(" " + ",".join(flags), style="yellow")
+        if rep.get("context") == "serve":     # a serving block: its latencies as they arrive
+            cell.append(" · " + block_text(rep.get("reported") or {}), style="dim")
         cells = (fmt_value(rep.get("value")),
                  f"{wall:.2f}" if isinstance(wall, (int, float)) else "—", cell)
         pending = self._pending.get(key)
@@ -167,7 +170,13 @@ class RepPlot(PlotextPlot):
     def __init__(self, **kw: Any) -> None:
         super().__init__(id="reps-plot", **kw)
         self.series: dict[str, tuple[list[int], list[float]]] = {}
+        self.levels: list[dict[str, Any]] = []   # a sweep's levels so far: the plot becomes their curve
         self._timer = None
+
+    def add_level(self, figures: dict[str, Any]) -> None:
+        self.levels.append(figures)
+        if self._timer is None:
+            self._timer = self.set_timer(PLOT_REDRAW_S, self._draw)
 
     def on_mount(self) -> None:
         # Textual also runs PlotextPlot.on_mount (handlers run along the MRO).
@@ -184,6 +193,9 @@ class RepPlot(PlotextPlot):
         self._timer = None
         plt = self.plt
         plt.clear_data()
+        if self.levels:
+            self._curve()
+            return
         # A plot a few dozen cells wide cannot show more positions than this; drawing
         # thousands of points would only cost the screen its responsiveness.
         last = max((xs[-1] for xs, _ in self.series.values() if xs), default=0)
@@ -195,3 +207,24 @@ class RepPlot(PlotextPlot):
             if xs[i:]:
                 plt.scatter(xs[i:], ys[i:], label=_BUILD_SHORT[build], color=color, marker="dot")
         self.refresh()
+
+    def _curve(self) -> None:
+        """A sweep's throughput against median TPOT per level, each point with its interval (drawn
+        symmetric at the wider side: a terminal sketch must not look tighter than measured)."""
+        plt = self.plt
+        plt.title("sweep: output tok/s against TPOT p50 (ms), 95% intervals")
+        for build, color in (("main", "blue"), ("candidate", "orange")):
+            pts = [(lv["builds"][build]["median_tpot_ms"], lv["builds"][build]["output_throughput"])
+                   for lv in self.levels if build in lv.get("builds", {})]
+            pts = [(x, y) for x, y in pts if x.get("mean") is not None and y.get("mean") is not None]
+            if pts:
+                plt.error([x["mean"] for x, _ in pts], [y["mean"] for _, y in pts],
+                          xerr=[_half(x) for x, _ in pts], yerr=[_half(y) for _, y in pts],
+                          color=color, label=_BUILD_SHORT[build])
+        self.refresh()
+
+
+def _half(e: dict[str, Any]) -> float:
+    if e.get("low") is None or e.get("high") is None:
+        return 0.0
+    return max(e["mean"] - e["low"], e["high"] - e["mean"])

@@ -1,0 +1,107 @@
+"""[server]: how a serving profile starts the engine's own server, what load drives it, and how
+its answers are checked before anything is timed (docs/SERVING.md).
+
+A profile with a [server] table times blocks of requests through the server instead of runs of a
+bench command: each block is one rep, the same pairs, decision and tiers as any round.
+"""
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Annotated, Any, Literal
+
+from pydantic import ValidationInfo, model_validator
+
+from ..core.serving import SCORED
+from .checks import Check, ExistingFile, Int, Num, Str, argv, key, loading, refuse, within
+from .spec import COMMON_PLACEHOLDERS, table
+
+SERVER_PLACEHOLDERS = {"host", "port", "slots"} | COMMON_PLACEHOLDERS
+Length = Annotated[tuple[Int, Int], Check(lambda v: None if 1 <= v[0] <= v[1] else
+                                          f"expected [low, high] with 1 <= low <= high, got {list(v)}")]
+
+
+@table
+class WorkloadSpec:
+    """The requests of a block: drawn from the profile's token document (seeded per block, the
+    same for both builds of a pair), or read from a file of prompts."""
+    kind: Annotated[Literal["random", "shared_prefix", "file"], key(
+        "random slices of the document, a shared prefix plus random suffixes, or a JSON Lines file")] = "random"
+    requests: Annotated[Int, within(1, 10000), key("requests per block")] = 16
+    input: Annotated[Length, key("prompt tokens, drawn uniformly in [low, high] (the suffix for shared_prefix)")] = (
+        64, 256)
+    output: Annotated[Length, key("output tokens asked per request, uniformly in [low, high]")] = (32, 32)
+    prefix: Annotated[Int, within(0), key("tokens of the shared prefix (kind = 'shared_prefix')")] = 0
+    groups: Annotated[Int, within(1), key("distinct shared prefixes (kind = 'shared_prefix')")] = 1
+    file: Annotated[ExistingFile | None, key(
+        "a JSON Lines file of {\"prompt\": text or token ids, \"max_tokens\": n} (kind = 'file')")] = None
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> WorkloadSpec:
+        if self.kind == "file" and not self.file:
+            raise refuse("expected a file when kind = 'file'", "file")
+        if self.kind == "shared_prefix" and self.prefix < 1:
+            raise refuse("expected a positive prefix when kind = 'shared_prefix'", "prefix")
+        return self
+
+
+@table
+class ServerCheck:
+    """Before any block is timed: greedy completions through each server against the reference's
+    tokens, and a repeated prompt that a response or prompt cache would answer early."""
+    endpoint: Annotated[Str, key("the endpoint that returns generated token ids")] = "/completion"
+    request: Annotated[dict[str, Any], key(
+        "fields of every check request (greedy; token ids returned; no prompt cache)")] = field(
+        default_factory=lambda: {"temperature": 0, "ignore_eos": True, "return_tokens": True,
+                                 "cache_prompt": False})
+    tokens_field: Annotated[Str, key("the response key that holds the generated token ids")] = "tokens"
+    prompts: Annotated[Int, within(1, 200), key(
+        "completions, their prompts the document's first tokens up to positions evenly over the parity depths")] = 8
+    longest: Annotated[Int, within(0), key("the longest prompt (0: the largest parity depth)")] = 0
+    tokens: Annotated[Int, within(1, 512), key("tokens per completion")] = 16
+    min_match: Annotated[Num, within(0.0, 1.0), key(
+        "share of completions whose first token must be the reference's (a near-tie may flip one)")] = 0.75
+    repeats: Annotated[Int, within(2, 20), key("times the cache probe sends one prompt")] = 3
+    repeat_ratio: Annotated[Num, within(0.0, 1.0), key(
+        "a repeat whose time to first token is under this share of the first's reads as a cache")] = 0.5
+    probe_tokens: Annotated[Int, within(16), key("prompt tokens of the cache probe")] = 256
+
+
+@table
+class ServerSpec:
+    command: Annotated[argv(SERVER_PLACEHOLDERS), key(
+        "the server's command (argv): {host}, {port}, {slots} (the concurrency), {threads}, {model}")]
+    ready: Annotated[Str, key("a path that answers HTTP 200 once the server can take requests")] = "/health"
+    ready_timeout_s: Annotated[Num, within(1), key("seconds the server may take to become ready")] = 120.0
+    endpoint: Annotated[Str, key("the OpenAI-compatible completions endpoint the load drives")] = "/v1/completions"
+    request: Annotated[dict[str, Any], key(
+        "fields that pin every timed request (greedy, no early stop, no prompt cache)")] = field(
+        default_factory=lambda: {"temperature": 0, "ignore_eos": True, "cache_prompt": False})
+    port: Annotated[Int, within(1, 65535), key("the port the server listens on inside its container")] = 8080
+    concurrency: Annotated[Int, within(1, 1024), key("requests in flight at most (the load's cap)")] = 4
+    rate: Annotated[Num, within(0.0), key(
+        "requests per second, Poisson arrivals under the cap; 0: a closed loop at the concurrency")] = 0.0
+    warmup: Annotated[Int, within(0), key("requests each server answers before its first block")] = 4
+    restart: Annotated[Literal["never", "block"], key(
+        "start each server once per round, or again before each block (restart-to-restart variance)")] = "never"
+    timeout_s: Annotated[Num, within(1), key("seconds one request may take")] = 60.0
+    seed: Annotated[Int, within(0), key("the workload's seed (each block derives its own)")] = 0
+    workload: Annotated[WorkloadSpec, key("the requests of a block")] = field(default_factory=WorkloadSpec)
+    check: Annotated[ServerCheck, key("the server check before timing")] = field(default_factory=ServerCheck)
+    slo: Annotated[dict[str, float], key(
+        "goodput targets in ms: ttft_ms, tpot_ms, e2el_ms (a sweep counts the requests meeting all)")] = field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> ServerSpec:
+        if not loading(info):
+            return self
+        bad = sorted(set(self.slo or {}) - {"ttft_ms", "tpot_ms", "e2el_ms"})
+        if bad:
+            raise refuse(f"unknown target {bad[0]!r}; expected ttft_ms, tpot_ms or e2el_ms", "slo")
+        return self
+
+
+def scored_problem(metric: str) -> str | None:
+    """Why ``metric`` cannot be a serving profile's bench.metric, or None."""
+    if metric in SCORED:
+        return None
+    return f"expected one of {', '.join(sorted(SCORED))} for a serving profile (all higher is better), got {metric!r}"

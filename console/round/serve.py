@@ -1,0 +1,254 @@
+"""The serving stage: one server per build, checked before timing, then blocks of requests as reps.
+
+A block is the serving round's rep: the same requests (seeded by the block's pair, so both builds
+of a pair answer identical work) driven through a build's server by the console's own load client
+(``console.serving.client``), at the profile's concurrency or arrival rate. Its figures (TTFT, ITL,
+TPOT, throughput; ``core.serving``) go into the rep; its scored metric is the rep's value, so the
+pairs, the sequential decision, the tiers and the ledger are the speed round's own.
+
+A server that dies or never becomes ready is its build's failure (the candidate's is rejected
+through the server check; main's makes the round ``infra``), said with the tail of its log. A
+block with a failed request is never timed as fast: it is retried like a suspect rep while the
+retry budget lasts, then the round is ``infra`` with the failures named.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Callable
+
+from .. import events as ev
+from ..core import adjudication as adj
+from ..core.receipt import Rep
+from ..core.served import Completion, ServedCheck, ServedSide
+from ..core.serving import SCORED, agreed
+from ..core.sweep import Level
+from ..errors import InfraError
+from ..runtime.base import RunResult, Served
+from ..serving import client, metrics
+from ..serving import workload as wl
+from .adjudicate import generate
+from .plan import DOC_NAME, Item, fill
+from .reps import Bench
+
+LOG_LINES = 12
+
+
+class Servers:
+    """The round's servers, one per build, started on demand and stopped at the end."""
+
+    def __init__(self, b: Bench, notice: Callable[[str, str, str], None], slots: int = 0):
+        self.b, self.spec, self._notice = b, b.profile.server, notice
+        # the load of the next block (a sweep changes it per level), and the server's slots for it
+        self.load = Level(self.spec.concurrency, self.spec.rate)
+        self.slots = slots or self.spec.concurrency
+        self.live: dict[str, Served] = {}
+        self.ready_s: dict[str, float] = {}
+        self.starts: dict[str, int] = {}
+        self.doc = [int(x) for x in (b.inputs / DOC_NAME).read_text().split()]
+
+    def start(self, build: str) -> Served:
+        """Start ``build``'s server and wait until it answers; InfraError (with its log) if it cannot."""
+        self.stop(build)
+        p, spec, b = self.b.profile, self.spec, self.b
+        n = self.starts[build] = self.starts.get(build, 0) + 1
+        argv = fill(spec.command, p, host="0.0.0.0", port=str(spec.port), slots=str(self.slots))
+        served = b.rt.serve(b.builds[build], argv, port=spec.port, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
+                            out_dir=b.work / "servers" / f"{build}-{n}", run=p.run, label=f"{build}/server/{n}",
+                            gpus=b.gpus, models=b.models)
+        self.live[build] = served
+        waited = client.wait_ready(served.url, spec.ready, spec.ready_timeout_s, alive=served.alive)
+        if waited is None:
+            why = "exited" if not served.alive() else f"did not answer {spec.ready} within {spec.ready_timeout_s:g} s"
+            log = tail(served.logs())
+            self.stop(build)
+            raise ServerDown(build, f"{build}'s server {why}; its log ends: {log}")
+        self.ready_s[build] = round(waited, 3)
+        if spec.warmup:
+            self.warm(build, served)
+        return served
+
+    def warm(self, build: str, served: Served) -> None:
+        """Untimed requests at the load's cap, after every start: the server's first batches are
+        not what a block measures."""
+        spec = self.spec
+        reqs = self.requests("warmup-server", self.starts[build])[:spec.warmup]
+        client.drive(served.url, spec.endpoint, reqs, fields=spec.request, concurrency=self.load.concurrency,
+                     timeout_s=spec.timeout_s)
+
+    def get(self, build: str) -> Served:
+        served = self.live.get(build)
+        if served is None or self.spec.restart == "block":
+            return self.start(build)
+        if not served.alive():
+            raise ServerDown(build, f"{build}'s server exited between blocks; its log ends: {tail(served.logs())}")
+        return served
+
+    def stop(self, build: str) -> None:
+        served = self.live.pop(build, None)
+        if served is not None:
+            served.stop()
+
+    def stop_all(self) -> None:
+        for build in list(self.live):
+            self.stop(build)
+
+    def requests(self, phase: str, index: int) -> list[wl.Request]:
+        """A block's requests: seeded by the profile's seed, the phase and the index, so the two
+        builds of a pair answer the same work and no two blocks repeat it."""
+        spec = self.spec
+        w = spec.workload
+        seed = int.from_bytes(hashlib.sha256(f"{spec.seed}/{phase}/{index}".encode()).digest()[:8], "big")
+        bos = self.doc[0]
+        if w.kind == "random":
+            reqs = wl.random_requests(self.doc, w.requests, tuple(w.input), tuple(w.output), seed, bos=bos)
+        elif w.kind == "shared_prefix":
+            reqs = wl.shared_prefix_requests(self.doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), seed,
+                                             groups=w.groups, bos=bos)
+        else:
+            reqs = wl.file_requests(Path(w.file), w.output[1])
+        if self.load.rate > 0:
+            reqs = wl.poisson_arrivals(reqs, self.load.rate, seed)
+        return reqs
+
+
+class ServerDown(InfraError):
+    def __init__(self, build: str, message: str):
+        self.build = build
+        super().__init__(message, "Read the server's log above: fix the build or the node, then run the round again.")
+
+
+def tail(log: str) -> str:
+    lines = [x for x in log.strip().splitlines() if x.strip()]
+    return " | ".join(lines[-LOG_LINES:]) or "(empty)"
+
+
+# --- the server check ----------------------------------------------------------------
+
+def check(b: Bench, servers: Servers, builds: list[str], emit: Callable[[ev.Event], None],
+          check_abort: Callable[[], None]) -> ServedCheck:
+    """Greedy completions through each server against the reference's tokens, and a repeated prompt."""
+    spec = b.profile.server.check
+    record = ServedCheck(min_match=spec.min_match, repeat_ratio=spec.repeat_ratio)
+    depths = [d for d in b.profile.parity.depths if not spec.longest or d <= spec.longest] or [spec.longest]
+    positions = adj.positions(depths, spec.prompts)
+    ref, err = generate(b, "main", "server-reference", [], positions, len(positions), tokens=spec.tokens)
+    for build in builds:
+        check_abort()
+        side = ServedSide(asked=spec.tokens)
+        setattr(record, build, side)
+        if ref is None:
+            side.error = f"the reference's tokens could not be generated: {err}"
+            continue
+        try:
+            served = servers.start(build)
+        except ServerDown as e:
+            if build == "main":
+                raise
+            side.error = str(e)
+            continue
+        side.ready_s = servers.ready_s.get(build)
+        _answer(servers, served, positions, ref, side)
+        emit(ev.Notice(level="info", code="server-check", message=_said(build, side)))
+    return record
+
+
+def _answer(servers: Servers, served: Served, positions: list[int], ref: list[list[int]], side: ServedSide) -> None:
+    spec = servers.spec
+    chk = spec.check
+    for pos, want in zip(positions, ref):
+        c = Completion(position=pos, tokens=[], reference=list(want))
+        try:
+            got = client.complete_tokens(served.url, chk.endpoint, servers.doc[:pos], chk.tokens, chk.request,
+                                         spec.timeout_s)
+            c.tokens = [int(t) for t in got.get(chk.tokens_field) or []]
+        except (client.ServerError, TypeError, ValueError) as e:
+            c.error = str(e)
+        side.completions.append(c)
+    # the cache probe: a primer first (so the probe's first answer is not the server's first), then
+    # one prompt from elsewhere in the document, sent again and again, one at a time
+    start = len(servers.doc) - chk.probe_tokens - 1
+    probe = wl.Request(index=0, prompt=tuple([servers.doc[0]] + servers.doc[start:start + chk.probe_tokens - 1]),
+                       input_tokens=chk.probe_tokens, max_tokens=2)
+    primer = wl.Request(index=0, prompt=tuple(servers.doc[:chk.probe_tokens]), input_tokens=chk.probe_tokens,
+                        max_tokens=2)
+    for i, req in enumerate([primer] + [probe] * chk.repeats):
+        blk = client.drive(served.url, spec.endpoint, [req], fields=spec.request, concurrency=1,
+                           timeout_s=spec.timeout_s)
+        r = blk.records[0]
+        if r.error or r.ttft_s is None:
+            side.probe_error = r.error or "no token came back"
+            return
+        if i:
+            side.probe_ttft_s.append(round(r.ttft_s, 6))
+
+
+def _said(build: str, side: ServedSide) -> str:
+    if side.error:
+        return f"{build}'s server: {side.error}"
+    if side.probe_error:
+        return f"{build}'s server: the cache probe's request failed: {side.probe_error}"
+    first = sum(c.diverged_at() != 0 and not c.error for c in side.completions)
+    same, asked = agreed(side)
+    probe = ", ".join(f"{x * 1e3:.0f}" for x in side.probe_ttft_s)
+    return (f"{build}'s server ready in {side.ready_s:.1f} s; {first} of {len(side.completions)} greedy completions "
+            f"start with the reference's token, {same} of {asked} tokens agree before the first difference; "
+            f"a repeated prompt's time to first token: {probe} ms")
+
+
+# --- blocks ------------------------------------------------------------------------------
+
+def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Path) -> tuple[Rep, RunResult]:
+    """One block through ``item.build``'s server, judged like a rep: its figures, its telemetry."""
+    p, spec = b.profile, servers.spec
+    served = servers.get(item.build)
+    reqs = servers.requests(item.phase, item.index)
+    cpu0 = served.cpu_s()
+    monitor = b.tele.monitor(0.1, own_pids=served.pids)
+    t0 = time.monotonic()
+    try:
+        blk = client.drive(served.url, spec.endpoint, reqs, fields=spec.request,
+                           concurrency=servers.load.concurrency, timeout_s=spec.timeout_s)
+    finally:
+        telemetry = monitor.stop()
+    wall = time.monotonic() - t0
+    cpu1 = served.cpu_s()
+    fig = metrics.summarize_block(blk)
+    failed = metrics.failures(blk)
+    alive = served.alive()
+    rep = Rep(build=item.build, phase=item.phase, index=item.index, position=item.position, attempt=attempt,
+              depth=0, tokens=int(fig["total_output_tokens"]), context="serve", status="ok",
+              exit_code=0 if alive else None, wall_s=round(wall, 6),
+              value=_value(fig, p.bench.metric) if not failed else None,
+              reported=_reported(fig, blk, wl.workload_sha256(reqs), servers.starts.get(item.build, 0)),
+              refusals=[], peak_mem_bytes=None, log_tail=[] if alive else tail(served.logs()).split(" | "))
+    if not alive:
+        servers.live.pop(item.build, None)
+    res = RunResult(exit_code=rep.exit_code, wall_s=wall, stdout=b"", stderr=b"",
+                    cpu_s=(cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None, telemetry=telemetry)
+    if failed:
+        # never timed as fast: the block is retried like a suspect rep, then the round is infra
+        rep.status = "suspect"
+        rep.suspect = [f"{len(failed)} of {len(reqs)} requests failed ({failed[0]}"
+                       + (", …" if len(failed) > 1 else "") + ")" + ("" if alive else "; the server exited")]
+    return rep, res
+
+
+def _value(fig: dict, metric: str) -> float | None:
+    v = fig.get(SCORED[metric])
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _reported(fig: dict, blk: client.Block, sha: str, starts: int) -> dict:
+    """What the receipt keeps of a block: its figures, every request's timings, its work's hash."""
+    scalars = {k: v for k, v in fig.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    return {**scalars, "tokens": int(fig["total_output_tokens"]), "elapsed_s": float(fig["duration"]),
+            "workload_sha256": sha, "server_starts": starts,
+            "requests": [_compact(r.to_dict()) for r in blk.records]}
+
+
+def _compact(d: dict) -> dict:
+    return {k: ([round(x, 6) for x in v] if k == "token_s" else round(v, 6) if isinstance(v, float) else v)
+            for k, v in d.items() if k != "text"}
+

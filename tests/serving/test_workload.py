@@ -1,0 +1,169 @@
+import hashlib
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from console.serving.workload import (Request, WorkloadError, file_requests, poisson_arrivals,
+                                      random_requests, shared_prefix_requests, workload_sha256)
+
+DOC = tuple(range(1000, 1500))     # distinct ids, so a slice's place in the document is known
+
+
+def _is_slice(part: tuple[int, ...]) -> bool:
+    return not part or (part[0] >= DOC[0] and DOC[part[0] - DOC[0]:part[0] - DOC[0] + len(part)] == part)
+
+
+# --- random ----------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 20), lo=st.integers(1, 60), width=st.integers(0, 60), olo=st.integers(1, 30),
+       owidth=st.integers(0, 30), seed=st.integers(0, 2**32), bos=st.sampled_from([None, 2]))
+def test_random_lengths_lie_in_their_ranges_and_prompts_are_document_slices(n, lo, width, olo, owidth, seed, bos):
+    reqs = random_requests(DOC, n, (lo, lo + width), (olo, olo + owidth), seed, bos=bos)
+    assert [r.index for r in reqs] == list(range(n))
+    for r in reqs:
+        assert lo <= r.input_tokens <= lo + width and len(r.prompt) == r.input_tokens
+        assert olo <= r.max_tokens <= olo + owidth and r.at_s == 0.0
+        body = r.prompt[1:] if bos is not None else r.prompt
+        assert bos is None or r.prompt[0] == bos
+        assert _is_slice(body)
+    assert reqs == random_requests(DOC, n, (lo, lo + width), (olo, olo + owidth), seed, bos=bos)
+
+
+def test_random_seeds_give_different_work_and_bounds_are_inclusive():
+    a = random_requests(DOC, 200, (1, 3), (4, 5), seed=1)
+    b = random_requests(DOC, 200, (1, 3), (4, 5), seed=2)
+    assert a != b
+    assert {r.input_tokens for r in a} == {1, 2, 3} and {r.max_tokens for r in a} == {4, 5}
+
+
+def test_random_refuses_lengths_longer_than_the_document():
+    with pytest.raises(WorkloadError, match="an input of 501 tokens is longer than the document"):
+        random_requests(DOC, 1, (10, 501), (1, 1), seed=0)
+    # with a BOS, 501 tokens need only 500 from the document
+    assert random_requests(DOC, 1, (501, 501), (1, 1), seed=0, bos=7)[0].prompt == (7,) + DOC
+    with pytest.raises(WorkloadError, match=r"1 ≤ lo ≤ hi, got \[5, 4\]"):
+        random_requests(DOC, 1, (5, 4), (1, 1), seed=0)
+    with pytest.raises(WorkloadError, match="output lengths"):
+        random_requests(DOC, 1, (1, 1), (0, 3), seed=0)
+
+
+# --- shared prefix ---------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 30), prefix=st.integers(2, 40), groups=st.integers(1, 4), lo=st.integers(1, 20),
+       width=st.integers(0, 20), seed=st.integers(0, 2**32), bos=st.sampled_from([None, 2]))
+def test_shared_prefixes_group_requests_and_suffixes_differ(n, prefix, groups, lo, width, seed, bos):
+    reqs = shared_prefix_requests(DOC, n, prefix, (lo, lo + width), (3, 3), seed, groups=groups, bos=bos)
+    heads = {}
+    for r in reqs:
+        assert r.input_tokens == len(r.prompt) and lo <= r.input_tokens - prefix <= lo + width
+        head = heads.setdefault(r.index % groups, r.prompt[:prefix])
+        assert r.prompt[:prefix] == head and (bos is None or head[0] == bos)
+        assert _is_slice(r.prompt[prefix:])
+    assert len({r.prompt[prefix:][:1] for r in reqs}) == n          # distinct suffix starts
+    assert len(set(heads.values())) == len(heads)                   # distinct prefixes
+    assert reqs == shared_prefix_requests(DOC, n, prefix, (lo, lo + width), (3, 3), seed, groups=groups, bos=bos)
+
+
+def test_shared_prefix_refuses_what_the_document_cannot_hold():
+    with pytest.raises(WorkloadError, match="a prefix of 600 tokens"):
+        shared_prefix_requests(DOC, 2, 600, (1, 2), (1, 1), seed=0)
+    with pytest.raises(WorkloadError, match="too few places for 500 distinct suffixes of up to 2 tokens"):
+        shared_prefix_requests(DOC, 500, 10, (1, 2), (1, 1), seed=0)
+
+
+# --- file ------------------------------------------------------------------------------
+
+def _file(tmp_path, *lines: str):
+    path = tmp_path / "w.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_file_reads_text_and_id_prompts_skipping_blank_lines(tmp_path):
+    path = _file(tmp_path, '{"prompt": "Hello", "max_tokens": 5, "input_tokens": 2}', "",
+                 '{"prompt": [1, 2, 3]}', "   ", '{"prompt": "x"}')
+    assert file_requests(path, default_max_tokens=9) == [
+        Request(0, "Hello", 2, 5), Request(1, (1, 2, 3), 3, 9), Request(2, "x", 0, 9)]
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("{not json", "invalid JSON"),
+    ("[1, 2]", "not a JSON object (list)"),
+    ('{"max_tokens": 3}', "missing prompt"),
+    ('{"prompt": ""}', "prompt is empty"),
+    ('{"prompt": []}', "prompt is empty"),
+    ('{"prompt": [1, -2]}', "prompt token ids must be non-negative integers, got -2"),
+    ('{"prompt": [1, 2.5]}', "prompt token ids must be non-negative integers, got 2.5"),
+    ('{"prompt": [true]}', "prompt token ids must be non-negative integers, got true"),
+    ('{"prompt": 7}', "prompt must be text or a list of token ids, got int"),
+    ('{"prompt": "a", "max_tokens": 0}', "max_tokens must be a positive integer, got 0"),
+    ('{"prompt": "a", "max_tokens": "8"}', 'max_tokens must be a positive integer, got "8"'),
+    ('{"prompt": "a", "input_tokens": -1}', "input_tokens must be a non-negative integer, got -1"),
+    ('{"prompt": [1, 2], "input_tokens": 3}', "input_tokens 3 disagrees with the prompt's 2 token ids"),
+    ('{"prompt": "a", "temperature": 0, "n": 2}',
+     "unknown key(s) 'n', 'temperature' (expected prompt, max_tokens, input_tokens)"),
+])
+def test_file_errors_name_the_file_the_line_and_what_was_expected(tmp_path, line, expected):
+    path = _file(tmp_path, '{"prompt": "fine"}', "", line)
+    with pytest.raises(WorkloadError) as e:
+        file_requests(path, default_max_tokens=4)
+    assert (e.value.path, e.value.line) == (path, 3)
+    assert e.value.expected.startswith(expected)
+    assert str(e.value).startswith(f"{path}: line 3: {expected}")
+
+
+def test_an_empty_or_missing_file_is_an_error(tmp_path):
+    path = _file(tmp_path, "", "  ")
+    with pytest.raises(WorkloadError, match=r"w\.jsonl: line 0: no requests"):
+        file_requests(path, 4)
+    with pytest.raises(WorkloadError, match="line 0: a readable UTF-8 file"):
+        file_requests(tmp_path / "absent.jsonl", 4)
+
+
+# --- arrivals and hashing --------------------------------------------------------------
+
+def test_poisson_arrivals_have_the_asked_mean_rate_and_keep_the_work():
+    reqs = random_requests(DOC, 4000, (2, 4), (1, 2), seed=3)
+    timed = poisson_arrivals(reqs, rate=20.0, seed=5)
+    ats = [r.at_s for r in timed]
+    assert ats == sorted(ats) and ats[0] > 0
+    assert ats[-1] / len(ats) == pytest.approx(1 / 20.0, rel=0.05)
+    assert [replace(r, at_s=0.0) for r in timed] == reqs
+    assert timed == poisson_arrivals(reqs, rate=20.0, seed=5) != poisson_arrivals(reqs, rate=20.0, seed=6)
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(WorkloadError, match="arrival rate must be a positive number"):
+            poisson_arrivals(reqs, rate=bad, seed=0)
+
+
+_request = st.builds(Request, index=st.integers(0, 50),
+                     prompt=st.one_of(st.text(min_size=1, max_size=8),
+                                      st.lists(st.integers(0, 99), min_size=1, max_size=6).map(tuple)),
+                     input_tokens=st.integers(0, 50), max_tokens=st.integers(1, 50),
+                     at_s=st.floats(0, 100, allow_nan=False))
+
+
+@settings(max_examples=80, deadline=None)
+@given(reqs=st.lists(_request, min_size=1, max_size=5), which=st.integers(0, 4),
+       field=st.sampled_from(["index", "prompt", "input_tokens", "max_tokens", "at_s"]))
+def test_the_hash_pins_every_field_of_every_request(reqs, which, field):
+    r = reqs[which % len(reqs)]
+    changed = {"index": r.index + 1, "input_tokens": r.input_tokens + 1, "max_tokens": r.max_tokens + 1,
+               "at_s": r.at_s + 0.001,
+               "prompt": (r.prompt + "!") if isinstance(r.prompt, str) else r.prompt + (1,)}[field]
+    other = list(reqs)
+    other[which % len(reqs)] = replace(r, **{field: changed})
+    assert workload_sha256(other) != workload_sha256(reqs)
+    assert workload_sha256(list(reqs)) == workload_sha256(reqs)
+
+
+def test_the_hash_tells_text_from_ids_and_ignores_sub_microsecond_jitter():
+    assert workload_sha256([Request(0, "12", 2, 1)]) != workload_sha256([Request(0, (1, 2), 2, 1)])
+    jitter = [Request(0, "a", 0, 1, at_s=1.0 + 1e-9)]
+    assert workload_sha256([Request(0, "a", 0, 1, at_s=1.0)]) == workload_sha256(jitter)
+    canonical = json.dumps([{"at_s": 0.0, "index": 0, "input_tokens": 1, "max_tokens": 2, "prompt": [5]}],
+                           sort_keys=True, separators=(",", ":"))
+    assert workload_sha256([Request(0, (5,), 1, 2)]) == hashlib.sha256(canonical.encode()).hexdigest()
