@@ -28,6 +28,7 @@ from console.reports.exports import (
     ROUND_COLUMNS,
     SPEED_COLUMNS,
     VERDICT_COLUMNS)
+from console.reports.serving import BLOCK_COLUMNS
 from console.reports.text import LineReporter, annotations, junit_xml, markdown_summary, write_reports
 
 from core.receipts import MAIN, OUTCOME_RECEIPTS, _scaled, default_rules, make_receipt
@@ -137,7 +138,7 @@ def test_every_exported_column_is_documented():
     doc = (ROOT / "docs" / "EXPORTS.md").read_text()
     for name, cols in (("rounds", ROUND_COLUMNS), ("speed", SPEED_COLUMNS), ("parity", PARITY_COLUMNS),
                        ("ledger", LEDGER_COLUMNS), ("verdict", VERDICT_COLUMNS), ("queue", QUEUE_COLUMNS),
-                       ("history", HISTORY_COLUMNS)):
+                       ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]
         documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section, re.M)
         assert documented == [c.key for c in cols], name

@@ -53,8 +53,9 @@ class Servers:
         self.stop(build)
         p, spec, b = self.b.profile, self.spec, self.b
         n = self.starts[build] = self.starts.get(build, 0) + 1
-        argv = fill(spec.command, p, host="0.0.0.0", port=str(spec.port), slots=str(self.slots))
-        served = b.rt.serve(b.builds[build], argv, port=spec.port, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
+        host, port = b.rt.serve_address(spec.port)
+        argv = fill(spec.command, p, host=host, port=str(port), slots=str(self.slots))
+        served = b.rt.serve(b.builds[build], argv, port=port, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
                             out_dir=b.work / "servers" / f"{build}-{n}", run=p.run, label=f"{build}/server/{n}",
                             gpus=b.gpus, models=b.models)
         self.live[build] = served

@@ -97,6 +97,10 @@ class Runtime(Protocol):
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
             watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...
+    def serve_address(self, port: int) -> tuple[str, int]: ...   # (host, port) a server listens on
+    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
+              out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
+              models: dict[str, str] | None = None) -> Served: ...
     def abort(self) -> None: ...
 
 

@@ -378,6 +378,12 @@ class DockerRuntime:
 
     # --- runs ----------------------------------------------------------------
 
+    @staticmethod
+    def serve_address(port: int) -> tuple[str, int]:
+        """Every address of the container's own network namespace, on the profile's port: the
+        namespace has only the internal network, so nothing outside this host reaches it."""
+        return "0.0.0.0", port
+
     def serve(self, built: BuildResult, argv: list[str], **kw) -> Served:
         return serve(self, built, argv, **kw)
 

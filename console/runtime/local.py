@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import HarnessSpec, ImageSpec, RunSpec
 from .base import (ENGINE_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
-                   LogSink, RunResult, Watch, Watchdog, dir_bytes, parse_size)
+                   LogSink, RunResult, Served, Watch, Watchdog, dir_bytes, parse_size)
 
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
@@ -42,6 +42,7 @@ class LocalRuntime:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._aborted = threading.Event()
+        self._servers: list[subprocess.Popen] = []
 
     def host_facts(self) -> dict:
         return {"docker": "not used"}
@@ -50,7 +51,11 @@ class LocalRuntime:
         return 0
 
     def cleanup_round(self) -> int:
-        return 0
+        servers, self._servers = self._servers, []
+        for proc in servers:
+            _kill_group(proc)
+            proc.wait()
+        return len(servers)
 
     def abort(self) -> None:
         self._aborted.set()
@@ -122,17 +127,55 @@ class LocalRuntime:
 
     # --- runs ----------------------------------------------------------------
 
+    @staticmethod
+    def serve_address(port: int) -> tuple[str, int]:
+        """Loopback only, on a port free now (the profile's port may be taken on a shared node)."""
+        import socket
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return "127.0.0.1", sock.getsockname()[1]
+
+    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
+              out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
+              models: dict[str, str] | None = None) -> Served:
+        """The build's server as a process of its own group, listening on loopback."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        root = Path(built.root)
+        model_dir = self._model_links(models)
+        args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
+        env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
+        log = out_dir / "server.log"
+        with open(log, "wb") as sink:
+            try:
+                proc = subprocess.Popen(args, cwd=root / "engine", stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+            except OSError as e:
+                raise InfraError(f"could not start the server for {label}: {e}",
+                                 "Check the server command in the profile's [server] table.") from None
+        self._servers.append(proc)
+
+        def stop() -> None:
+            _kill_group(proc)
+            proc.wait()
+        return Served(build=built.build, url=f"http://127.0.0.1:{port}", label=label,
+                      alive=lambda: proc.poll() is None, logs=lambda: log.read_text(errors="replace"),
+                      cpu_s=lambda: _cpu_s(proc.pid), pids=lambda: {proc.pid}, stop=stop)
+
+    def _model_links(self, models: dict[str, str] | None) -> Path | None:
+        if not models:
+            return None
+        # no mounts here: a directory of links stands for /model (read-only is not enforced)
+        model_dir = Path(tempfile.mkdtemp(prefix="model-", dir=self.workdir))
+        for name, path in models.items():
+            (model_dir / name).symlink_to(path)
+        return model_dir
+
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
             watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)
-        model_dir = None
-        if models:
-            # no mounts here: a directory of links stands for /model (read-only is not enforced)
-            model_dir = Path(tempfile.mkdtemp(prefix="model-", dir=self.workdir))
-            for name, path in models.items():
-                (model_dir / name).symlink_to(path)
+        model_dir = self._model_links(models)
         args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
         env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
         mem = parse_size(run.memory)
@@ -232,6 +275,16 @@ def _probe(probe: tuple[str, ...]) -> str:
     except OSError as e:
         text = f"{probe[0]}: not runnable on this host ({e.strerror})"
     return text.splitlines()[0].strip() if text else ""
+
+
+def _cpu_s(pid: int) -> float | None:
+    """A process's CPU seconds so far (user + system, all its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _vm_hwm(pid: int) -> int | None:
