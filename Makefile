@@ -1,8 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - a demo round: pinned base image, both demo builds, parity, interleaved reps, receipt
 #   make test   - the test suite (needs the Docker daemon; Docker tests fail, never skip, without it)
-# and one more for a real engine:
+# and, for a real engine:
 #   make llama  - llama.cpp 0.3.16 vs 0.3.36 (from their sdists) on Gemma 3 270M, a whole round
+#   make serve  - the same two releases' llama-server under load: a serving round (TTFT, ITL, throughput)
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -10,8 +11,9 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup
+.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup serve
 LLAMA   := profiles/llama-cpp.toml
+SERVER  := profiles/llama-server.toml
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -50,6 +52,10 @@ llama-setup: setup
 llama: llama-setup
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
 
+# The server shares the llama.cpp profile's model and reference; its builds add llama-server.
+serve: llama-setup
+	$(BIN)/console run --profile $(SERVER) $(ARGS)
+
 # The fast tests first, stopping at the first failure, before any image is made; then the
 # base images, the llama.cpp reference and the Docker, SLURM and terminal tests. Each run
 # writes a JUnit file under $(TIMES) that .ci/run reads for the slowest tests.
@@ -74,6 +80,7 @@ bench: setup
 	$(BIN)/python benchmarks/parity_throughput.py
 	$(BIN)/python benchmarks/round_overhead.py
 	$(BIN)/python benchmarks/tui_latency.py
+	$(BIN)/python benchmarks/load_client.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

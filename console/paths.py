@@ -19,6 +19,8 @@ DEMO_CANDIDATES = IMAGES / "demo-candidates"
 LLAMA_PROFILE = PROFILES / "llama-cpp.toml"
 LLAMA_BENCH_PROFILE = PROFILES / "llama-cpp-bench.toml"
 LLAMA_CANDIDATES = PROFILES / "llama-cpp" / "candidates"
+SERVER_PROFILE = PROFILES / "llama-server.toml"
+SERVER_CANDIDATES = PROFILES / "llama-server" / "candidates"
 
 
 def demo_candidates() -> list[str]:

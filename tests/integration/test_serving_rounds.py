@@ -1,0 +1,106 @@
+"""Serving rounds through a real llama-server: 0.3.16's, built from its sdist with the server, on the
+real GGUF model, driven by the console's own load client; and the two serving adversaries
+(patches over main's server), each refused before any block is timed.
+
+Everything here is real: the daemon, the compiler in the pinned image, the server, the model, the
+HTTP. Missing pieces fail with what to run (`make llama-setup`), never skip.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.cli import main as cli
+from console.engine import images
+from console.paths import SERVER_CANDIDATES, SERVER_PROFILE
+from console.profile import load_profile
+from console.results import lockfile
+from console.round import Round, RoundConfig
+
+from .rounds import codes, verdict_of
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
+
+
+@pytest.fixture(scope="module")
+def served(docker_client):
+    """The llama-server profile, ready: base image, model file, the pinned reference (llama-cpp's)."""
+    profile = load_profile(SERVER_PROFILE)
+    images.bootstrap(docker_client, profile, lambda line: None)
+    for f in profile.model:
+        if not Path(f.path).is_file():
+            pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
+    if not Path(profile.parity.reference).is_file():
+        pytest.fail("the llama.cpp reference is not captured: run `make llama-setup`", pytrace=False)
+    return profile
+
+
+def serve_round(profile, candidate, out: Path, reps: int = 6):
+    cfg = RoundConfig(profile=profile, main=profile.source, candidate=candidate, out_dir=out, reps=reps,
+                      lock_path=lockfile.ensure(out / "reference.lock", profile))
+    rnd = Round(cfg)
+    return rnd, list(rnd.events())
+
+
+def blocks(receipt: dict, build: str, phase: str = "timed") -> list[dict]:
+    return [r for r in receipt["reps"] if r["build"] == build and r["phase"] == phase]
+
+
+@pytest.fixture(scope="module")
+def benign(served, tmp_path_factory):
+    """main against itself as the candidate: both servers answer, blocks are timed in pairs."""
+    out = tmp_path_factory.mktemp("serve-round")
+    return out, *serve_round(served, served.source, out, reps=4)
+
+
+def test_a_serving_round_checks_both_servers_then_times_paired_blocks(benign):
+    out, rnd, events = benign
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] in ("none", "undecided", "accepted", "slower"), v["reasons"]
+    check = r["parity"]["server"]
+    for b in ("main", "candidate"):
+        side = check[b]
+        assert side["error"] == "" and side["probe_error"] == "" and side["ready_s"] > 0
+        assert len(side["completions"]) == 8 and all(len(c["tokens"]) == 16 for c in side["completions"])
+        assert sum(c["tokens"][0] == c["reference"][0] for c in side["completions"]) >= 6
+        assert len(side["probe_ttft_s"]) == 3 and min(side["probe_ttft_s"]) > 0.5 * side["probe_ttft_s"][0]
+    assert v["parity"]["server"] == {b: {"status": "pass", "problems": []} for b in ("main", "candidate")}
+    main, cand = blocks(r, "main"), blocks(r, "candidate")
+    assert len(main) == len(cand) == 4
+    # a pair answers the same requests; another pair, others
+    assert [m["reported"]["workload_sha256"] for m in main] == [c["reported"]["workload_sha256"] for c in cand]
+    assert len({m["reported"]["workload_sha256"] for m in main}) == 4
+    for rep in main + cand:
+        fig = rep["reported"]
+        assert fig["completed"] == 8 and fig["failed"] == 0 and len(fig["requests"]) == 8
+        assert all(q["output_tokens"] == q["max_tokens"] == 16 and len(q["token_s"]) == 16 for q in fig["requests"])
+        assert rep["value"] == pytest.approx(fig["output_throughput"]) and fig["p99_ttft_ms"] >= fig["median_ttft_ms"]
+        assert rep["telemetry"]["source"] and rep["suspect"] == []
+    assert {k for k in v["speed"]["guards"]} == {"latency:ttft_p99_ms", "latency:itl_p99_ms"}
+    assert all(row["pairs"] == 4 for row in v["speed"]["guards"].values())
+
+
+def test_the_blocks_export_as_a_table_and_as_vllm_named_results(benign, tmp_path, capsys):
+    out, rnd, _ = benign
+    assert cli(["blocks", str(rnd.receipt_path), "--format", "csv", "--save-result", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0].startswith("build,phase,index,attempt,status,counted,completed") and len(rows) == 1 + 2 + 8
+    for build in ("main", "candidate"):
+        doc = json.loads((tmp_path / f"{rnd.round_id}-{build}.json").read_text())
+        assert doc["completed"] == doc["num_prompts"] == 32 and doc["total_output_tokens"] == 32 * 16
+        assert doc["median_ttft_ms"] > 0 and doc["max_concurrency"] == 4 and len(doc["ttfts"]) == 32
+
+
+@pytest.mark.parametrize("patch, said", [
+    ("stops-early", "stopped early: 8 of 16 tokens at position 16 (8 of 8 completions short), reported as complete"),
+    ("prompt-cache", "answered a repeated prompt from a cache: time to first token "),
+])
+def test_a_serving_adversary_is_refused_before_any_block_is_timed(served, tmp_path, patch, said):
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / f"{patch}.patch")), tmp_path)
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] == "rejected" and "server-check" in codes(v)
+    assert any(x["message"].startswith(f"candidate's server: {said}") for x in v["reasons"]), v["reasons"]
+    assert not blocks(r, "main") and not blocks(r, "candidate")     # nothing was timed
+    assert v["parity"]["server"]["main"]["status"] == "pass"
