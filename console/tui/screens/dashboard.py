@@ -36,6 +36,7 @@ class DashboardScreen(Screen[None]):
         self.ended: ev.RoundEnded | None = None
         self.last_build: str | None = None
         self.events_applied = 0
+        self.sweep_lines: list[str] = []    # a sweep's levels as measured (it has no verdict)
         self.frames = 0  # screen refreshes drawn so far
         self._widgets: dict[type, Any] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -216,6 +217,8 @@ class DashboardScreen(Screen[None]):
 
     def _sweep_level(self, e: ev.SweepLevel) -> None:
         self._one(RepPlot).add_level(e.figures)
+        self.sweep_lines.append(e.sentence)
+        self.verdict.sweep_levels(self.sweep_lines)
         self._one(RepSummary).set_decision(e.sentence)
         self.note("info", "sweep", e.sentence, e.at)
 

@@ -218,9 +218,9 @@ class RepPlot(PlotextPlot):
                    for lv in self.levels if build in lv.get("builds", {})]
             pts = [(x, y) for x, y in pts if x.get("mean") is not None and y.get("mean") is not None]
             if pts:
-                plt.error([x["mean"] for x, _ in pts], [y["mean"] for _, y in pts],
-                          xerr=[_half(x) for x, _ in pts], yerr=[_half(y) for _, y in pts],
-                          color=color, label=_BUILD_SHORT[build])
+                xs, ys = [x["mean"] for x, _ in pts], [y["mean"] for _, y in pts]
+                plt.error(xs, ys, xerr=[_half(x) for x, _ in pts], yerr=[_half(y) for _, y in pts], color=color)
+                plt.plot(xs, ys, color=color, marker="dot", label=_BUILD_SHORT[build])
         self.refresh()
 
 

@@ -145,6 +145,16 @@ class VerdictPanel(Vertical):
             yield Static(Text("pending: parity first, then interleaved reps", style="dim"),
                          id="verdict-text")
 
+    def sweep_levels(self, sentences: list[str]) -> None:
+        """A sweep has no verdict: the panel lists its levels as they are measured."""
+        t = Text("a sweep measures a curve and decides nothing\n", style="dim")
+        for line in sentences:
+            t.append("• ", style="bold")
+            t.append(line + "\n")
+        t.rstrip()
+        self.text_plain = t.plain
+        self.query_one("#verdict-text", Static).update(t)
+
     def show(self, verdict: dict[str, Any]) -> None:
         self.verdict = verdict or {}
         v = self.verdict
