@@ -1,7 +1,30 @@
-"""What the round tests read from a round's events."""
+"""What the round tests read from a round's events, and the llama.cpp profiles made ready."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from console import events as ev
+from console.engine import images, reference
+from console.paths import LLAMA_PROFILE
+from console.profile import Profile, load_profile
+
+
+def llama_ready(docker_client, path: Path = LLAMA_PROFILE) -> Profile:
+    """A llama.cpp profile, ready: its base image, the model file, and the pinned reference
+    (llama-cpp.toml's, which the other llama.cpp profiles share; captured if absent)."""
+    profile = load_profile(path)
+    images.bootstrap(docker_client, profile, lambda line: None)
+    for f in profile.model:
+        if not Path(f.path).is_file():
+            pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
+    if not Path(profile.parity.reference).is_file():
+        llama = load_profile(LLAMA_PROFILE)
+        sha = reference.capture(llama, lambda line: None)
+        assert sha == llama.parity.reference_sha256, (
+            "this node's reference capture differs from the pinned one: the build is not bit-identical here")
+    return profile
 
 
 def verdict_of(events) -> dict:

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console.engine import images, reference, sources
+from console.engine import sources
 from console.results import lockfile
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 from console.runtime.docker import remove_engine_images
 
-from .rounds import codes, verdict_of
+from .rounds import codes, llama_ready, verdict_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 
@@ -27,16 +27,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 @pytest.fixture(scope="module")
 def llama(docker_client):
     """The llama profile, ready: base image, model file, pinned reference (captured if absent)."""
-    profile = load_profile(LLAMA_PROFILE)
-    images.bootstrap(docker_client, profile, lambda line: None)
-    for f in profile.model:
-        if not Path(f.path).is_file():
-            pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
-    if not Path(profile.parity.reference).is_file():
-        sha = reference.capture(profile, lambda line: None)
-        assert sha == profile.parity.reference_sha256, (
-            "this node's reference capture differs from the pinned one: the build is not bit-identical here")
-    return profile
+    return llama_ready(docker_client)
 
 
 def run_round(profile, candidate, out: Path, reps: int = 12):

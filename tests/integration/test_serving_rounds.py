@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as cli
-from console.engine import images
 from console.paths import SERVER_CANDIDATES, SERVER_PROFILE
-from console.profile import load_profile
 from console.results import lockfile
 from console.round import Round, RoundConfig
 
-from .rounds import codes, verdict_of
+from .rounds import codes, llama_ready, verdict_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 
@@ -27,14 +25,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 @pytest.fixture(scope="module")
 def served(docker_client):
     """The llama-server profile, ready: base image, model file, the pinned reference (llama-cpp's)."""
-    profile = load_profile(SERVER_PROFILE)
-    images.bootstrap(docker_client, profile, lambda line: None)
-    for f in profile.model:
-        if not Path(f.path).is_file():
-            pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
-    if not Path(profile.parity.reference).is_file():
-        pytest.fail("the llama.cpp reference is not captured: run `make llama-setup`", pytrace=False)
-    return profile
+    return llama_ready(docker_client, SERVER_PROFILE)
 
 
 def serve_round(profile, candidate, out: Path, reps: int = 6):
