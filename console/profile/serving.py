@@ -7,11 +7,13 @@ bench command: each block is one rep, the same pairs, decision and tiers as any 
 from __future__ import annotations
 
 from dataclasses import field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import ValidationInfo, model_validator
 
 from ..core.serving import SCORED
+from ..serving.workload import WorkloadError, file_requests
 from .checks import Check, ExistingFile, Int, Num, Str, argv, key, loading, refuse, within
 from .spec import COMMON_PLACEHOLDERS, table
 
@@ -39,6 +41,11 @@ class WorkloadSpec:
     def _consistent(self, info: ValidationInfo) -> WorkloadSpec:
         if self.kind == "file" and not self.file:
             raise refuse("expected a file when kind = 'file'", "file")
+        if self.kind == "file" and loading(info):
+            try:        # every line is read now: a bad one is named before anything is built
+                file_requests(Path(self.file), self.output[1])
+            except WorkloadError as e:
+                raise refuse(str(e), "file") from None
         if self.kind == "shared_prefix" and self.prefix < 1:
             raise refuse("expected a positive prefix when kind = 'shared_prefix'", "prefix")
         return self

@@ -213,6 +213,8 @@ class Round:
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
         model = check_model(p)
+        if p.server is not None:
+            serve.check_workload(p)
         self._harness, harness = snapshot_harness(p, work / "harness")
         self._harness_sha256 = (harness or {}).get("tree_sha256")
         self._ref_meta = reference_meta(p)

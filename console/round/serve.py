@@ -24,7 +24,7 @@ from ..core.receipt import Rep
 from ..core.served import Completion, ServedCheck, ServedSide
 from ..core.serving import SCORED, agreed
 from ..core.sweep import Level
-from ..errors import InfraError
+from ..errors import InfraError, UsageError
 from ..runtime.base import RunResult, Served
 from ..serving import client, metrics
 from ..serving import workload as wl
@@ -96,22 +96,37 @@ class Servers:
             self.stop(build)
 
     def requests(self, phase: str, index: int) -> list[wl.Request]:
-        """A block's requests: seeded by the profile's seed, the phase and the index, so the two
-        builds of a pair answer the same work and no two blocks repeat it."""
-        spec = self.spec
-        w = spec.workload
-        seed = int.from_bytes(hashlib.sha256(f"{spec.seed}/{phase}/{index}".encode()).digest()[:8], "big")
-        bos = self.doc[0]
-        if w.kind == "random":
-            reqs = wl.random_requests(self.doc, w.requests, tuple(w.input), tuple(w.output), seed, bos=bos)
-        elif w.kind == "shared_prefix":
-            reqs = wl.shared_prefix_requests(self.doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), seed,
-                                             groups=w.groups, bos=bos)
-        else:
-            reqs = wl.file_requests(Path(w.file), w.output[1])
-        if self.load.rate > 0:
-            reqs = wl.poisson_arrivals(reqs, self.load.rate, seed)
-        return reqs
+        return block_requests(self.spec, self.doc, phase, index, self.load)
+
+
+def block_requests(spec, doc: list[int], phase: str, index: int, load: Level) -> list[wl.Request]:
+    """A block's requests: seeded by the profile's seed, the phase and the index, so the two builds
+    of a pair answer the same work and no two blocks repeat it (a file's prompts are its own)."""
+    w = spec.workload
+    seed = int.from_bytes(hashlib.sha256(f"{spec.seed}/{phase}/{index}".encode()).digest()[:8], "big")
+    bos = doc[0]        # every prompt starts as the document does (llama.cpp's tokenizer: BOS)
+    if w.kind == "random":
+        reqs = wl.random_requests(doc, w.requests, tuple(w.input), tuple(w.output), seed, bos=bos)
+    elif w.kind == "shared_prefix":
+        reqs = wl.shared_prefix_requests(doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), seed,
+                                         groups=w.groups, bos=bos)
+    else:
+        reqs = wl.file_requests(Path(w.file), w.output[1])
+    if load.rate > 0:
+        reqs = wl.poisson_arrivals(reqs, load.rate, seed)
+    return reqs
+
+
+def check_workload(p) -> None:
+    """A workload that cannot be drawn from the document, or a workload file with a bad line, is
+    refused before anything is built, naming the key (and the line)."""
+    doc = [int(x) for x in Path(p.parity.document).read_text().split()]
+    try:
+        block_requests(p.server, doc, "timed", 0, Level(p.server.concurrency, p.server.rate))
+    except wl.WorkloadError as e:
+        raise UsageError(f"{p.path}: key 'server.workload': {e}",
+                         "Fix the workload: its lengths must fit the document, and each line of a "
+                         "workload file must be a JSON object with a prompt.") from None
 
 
 class ServerDown(InfraError):

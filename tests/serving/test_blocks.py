@@ -1,0 +1,84 @@
+"""A block as a rep, through the round's own code (``round.serve``) and a real server process under
+the local runtime: a whole block is a valid rep; a block with failed requests is never timed as
+fast, it is retried like a suspect rep and then ends the round as an infrastructure failure."""
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console.core import health
+from console.errors import InfraError
+from console.paths import SERVER_PROFILE
+from console.profile import load_profile
+from console.round.plan import DOC_NAME, Item
+from console.round.reps import Bench, run_until_trusted
+from console.round.serve import Servers, ServerDown, run_block
+from console.runtime.base import BuildResult
+from console.runtime.local import LocalRuntime
+from console.telemetry import open_telemetry
+
+SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "sse_server.py"
+
+
+def _bench(tmp_path: Path, command: list[str]) -> Bench:
+    p = load_profile(SERVER_PROFILE)
+    p = replace(p, server=replace(p.server, command=tuple(command), warmup=2))
+    root = tmp_path / "build"
+    (root / "engine").mkdir(parents=True)
+    (tmp_path / "inputs").mkdir()
+    shutil.copyfile(p.parity.document, tmp_path / "inputs" / DOC_NAME)
+    built = BuildResult(build="main", image_id="local", base_image_id="host", compiler="", seconds=0.0,
+                        root=str(root))
+    tele = open_telemetry("host")
+    return Bench(rt=LocalRuntime(tmp_path / "rt"), builds={"main": built, "candidate": built},
+                 src_dirs={"main": root, "candidate": root}, inputs=tmp_path / "inputs", work=tmp_path,
+                 gpus=False, tele=tele, preflight=tele.preflight(rules=p.preflight), profile=p)
+
+
+def _item(k: int = 0) -> Item:
+    return Item("main", "timed", k, k, 0, 0, "serve", "output_tok_s")
+
+
+def test_a_whole_block_is_a_rep_with_its_figures_and_every_request(tmp_path):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
+    servers = Servers(b, lambda *a: None)
+    try:
+        rep, res = run_block(b, servers, _item(), 0, tmp_path / "out")
+    finally:
+        servers.stop_all()
+    fig = rep.reported
+    assert rep.status == "ok" and rep.suspect == [] and rep.context == "serve"
+    assert fig["completed"] == 8 and fig["failed"] == 0 and rep.tokens == 8 * 16
+    assert rep.value == pytest.approx(fig["output_throughput"]) and rep.value == pytest.approx(128 / fig["duration"])
+    assert len(fig["requests"]) == 8 and all(len(q["token_s"]) == 16 for q in fig["requests"])
+    assert fig["server_starts"] == 1 and len(fig["workload_sha256"]) == 64
+    assert res.cpu_s is not None and res.telemetry is not None
+
+
+def test_a_block_with_failed_requests_is_retried_then_the_round_is_infra(tmp_path):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "errors"])
+    servers = Servers(b, lambda *a: None)
+    b.blocks = lambda item, attempt, out_dir: run_block(b, servers, item, attempt, out_dir)
+    recorded = []
+    try:
+        with pytest.raises(InfraError) as e:
+            run_until_trusted(b, _item(), 0, health.RetryBudget(retries=1), lambda ev: None,
+                              lambda *a: None, lambda rep, _d: recorded.append(rep))
+    finally:
+        servers.stop_all()
+    assert [r.status for r in recorded] == ["suspect", "suspect"] and all(r.value is None for r in recorded)
+    assert "requests failed (request #" in recorded[0].suspect[0] and "HTTP 500" in recorded[0].suspect[0]
+    assert "slot unavailable" in str(e.value)
+
+
+def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):
+    b = _bench(tmp_path, [sys.executable, "-c", "print('no model at /model/x.gguf'); raise SystemExit(1)"])
+    servers = Servers(b, lambda *a: None)
+    with pytest.raises(ServerDown) as e:
+        servers.start("candidate")
+    assert e.value.build == "candidate" and "candidate's server exited" in str(e.value)
+    assert "no model at /model/x.gguf" in str(e.value)
