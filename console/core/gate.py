@@ -466,7 +466,8 @@ def _status_problems(rep: Rep) -> list[tuple[str, str]]:
         return [("refused", f"{label}: refused: {why}")]
     if status in ("failed", "timeout"):
         what = "timed out" if status == "timeout" else f"failed (exit code {rep.exit_code})"
-        return [("failed-run", f"{label}: {what}")]
+        why = f": {'; '.join(str(x) for x in rep.refusals)}" if rep.refusals else ""
+        return [("failed-run", f"{label}: {what}{why}")]
     return [("rep-status", f"{label}: unknown status {status!r}")]
 
 

@@ -24,7 +24,7 @@ from ..core.receipt import Rep
 from ..core.served import Completion, ServedCheck, ServedSide
 from ..core.serving import SCORED, agreed
 from ..core.sweep import Level
-from ..errors import InfraError, UsageError
+from ..errors import InfraError, Interrupted, UsageError
 from ..runtime.base import RunResult, Served
 from ..serving import client, metrics
 from ..serving import workload as wl
@@ -46,10 +46,14 @@ class Servers:
         self.live: dict[str, Served] = {}
         self.ready_s: dict[str, float] = {}
         self.starts: dict[str, int] = {}
+        self.closed = False
+        self.dead: set[str] = set()        # builds whose server exited under load
         self.doc = [int(x) for x in (b.inputs / DOC_NAME).read_text().split()]
 
     def start(self, build: str) -> Served:
         """Start ``build``'s server and wait until it answers; InfraError (with its log) if it cannot."""
+        if self.closed:
+            raise Interrupted("the round was interrupted", "Run it again; its builds are reused by their keys.")
         self.stop(build)
         p, spec, b = self.b.profile, self.spec, self.b
         n = self.starts[build] = self.starts.get(build, 0) + 1
@@ -79,6 +83,8 @@ class Servers:
                      timeout_s=spec.timeout_s)
 
     def get(self, build: str) -> Served:
+        if build in self.dead:      # a crash is the build's: starting it again would hide it
+            raise ServerDown(build, f"{build}'s server exited during an earlier block; it is not started again")
         served = self.live.get(build)
         if served is None or self.spec.restart == "block":
             return self.start(build)
@@ -92,6 +98,8 @@ class Servers:
             served.stop()
 
     def stop_all(self) -> None:
+        """At the round's end or abort: every server stops, and none starts again."""
+        self.closed = True
         for build in list(self.live):
             self.stop(build)
 
@@ -239,15 +247,19 @@ def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Pat
               value=_value(fig, p.bench.metric) if not failed else None,
               reported=_reported(fig, blk, wl.workload_sha256(reqs), servers.starts.get(item.build, 0)),
               refusals=[], peak_mem_bytes=None, log_tail=[] if alive else tail(served.logs()).split(" | "))
-    if not alive:
-        servers.live.pop(item.build, None)
     res = RunResult(exit_code=rep.exit_code, wall_s=wall, stdout=b"", stderr=b"",
                     cpu_s=(cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None, telemetry=telemetry)
-    if failed:
+    if not alive:
+        # the build's server died under load: its failure (the candidate's rejects it, main's is infra)
+        servers.live.pop(item.build, None)
+        servers.dead.add(item.build)
+        rep.status = "failed"
+        rep.refusals = [f"the server exited during the block ({len(failed)} of {len(reqs)} requests failed)"]
+    elif failed:
         # never timed as fast: the block is retried like a suspect rep, then the round is infra
         rep.status = "suspect"
         rep.suspect = [f"{len(failed)} of {len(reqs)} requests failed ({failed[0]}"
-                       + (", …" if len(failed) > 1 else "") + ")" + ("" if alive else "; the server exited")]
+                       + (", …" if len(failed) > 1 else "") + ")"]
     return rep, res
 
 

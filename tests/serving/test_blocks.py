@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from console.core import health
-from console.errors import InfraError
+from console.errors import InfraError, Interrupted
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
 from console.round.plan import DOC_NAME, Item
@@ -82,3 +82,20 @@ def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):
         servers.start("candidate")
     assert e.value.build == "candidate" and "candidate's server exited" in str(e.value)
     assert "no model at /model/x.gguf" in str(e.value)
+
+
+def test_a_server_that_dies_under_load_fails_its_block_with_its_log_and_is_not_restarted(tmp_path):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "dies"])
+    b = replace(b, profile=replace(b.profile, server=replace(b.profile.server, warmup=0)))
+    servers = Servers(b, lambda *a: None)
+    try:
+        rep, _ = run_block(b, servers, _item(), 0, tmp_path / "out")
+        assert rep.status == "failed" and rep.value is None and rep.exit_code is None
+        assert rep.refusals[0].startswith("the server exited during the block (")
+        assert any("out of memory in the KV cache" in line for line in rep.log_tail)
+        with pytest.raises(ServerDown, match="main's server exited during an earlier block"):
+            servers.get("main")     # the next block does not start it again: that would hide the crash
+    finally:
+        servers.stop_all()
+    with pytest.raises(Interrupted):          # after the round's end or abort nothing starts again
+        servers.start("main")
