@@ -49,11 +49,14 @@ class ServedCheck:
     """Both servers' check, with the thresholds it was graded by (so the receipt re-derives it)."""
     min_match: float = 0.75
     repeat_ratio: float = 0.5
+    # whose greedy tokens the servers were graded against: the reference's (main's build of the
+    # reference's own source), or main's build when the reference came from another source
+    basis: str = "reference"
     main: ServedSide | None = None
     candidate: ServedSide | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_match": self.min_match, "repeat_ratio": self.repeat_ratio,
+        return {"min_match": self.min_match, "repeat_ratio": self.repeat_ratio, "basis": self.basis,
                 "main": self.main.to_dict() if self.main else None,
                 "candidate": self.candidate.to_dict() if self.candidate else None}
 
@@ -62,4 +65,5 @@ class ServedCheck:
         if not d:
             return None
         return cls(min_match=float(d.get("min_match", 0.75)), repeat_ratio=float(d.get("repeat_ratio", 0.5)),
+                   basis=str(d.get("basis", "reference")),
                    main=ServedSide.from_dict(d.get("main")), candidate=ServedSide.from_dict(d.get("candidate")))

@@ -22,6 +22,7 @@ from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_t
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}
 PHASE_NAMES = {"warmup": "warm-up", "short": "short", "timed": "timed", "guard": "guard"}
+ROUND_NOTE = "Every figure is the receipt's own; each verdict is re-derived from its receipt by the gate."
 NOT_RECORDED = "not recorded"     # the receipt lacks it
 NONE = '<span class="na">—</span>'  # the verdict has none (no tier, no speed figures)
 # Tier bands, lightest to darkest, drawn behind the paired gains.
@@ -71,7 +72,7 @@ def render_html(receipts: Sequence[Receipt | Mapping[str, Any]],
     title = (f"Round {rs[0].round_id} ({rs[0].profile.name})" if len(rs) == 1
              else f"Comparison of {len(rs)} rounds")
     what = "one round" if len(rs) == 1 else f"a comparison of {len(rs)} rounds"
-    return PAGE.format(title=esc(title), what=what, css=CSS, body="\n".join(body))
+    return PAGE.format(title=esc(title), what=what, css=CSS, body="\n".join(body), note=ROUND_NOTE)
 
 
 # --- text ---------------------------------------------------------------------------
@@ -512,7 +513,7 @@ PAGE = """<!DOCTYPE html>
 <body>
 <main>
 <h1>bench-console report <span class="dim">{what}</span></h1>
-<p class="dim">Every figure is the receipt's own; each verdict is re-derived from its receipt by the gate.</p>
+<p class="dim">{note}</p>
 {body}
 </main>
 </body>

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..core import gate
-from ..core.receipt import BUILDS, Receipt
+from ..core.receipt import BUILDS, Receipt, as_receipt
 from ..serving import metrics
 from ..serving.client import Block, RequestRecord
 from .tables import Column, Table
@@ -38,7 +38,7 @@ BLOCK_COLUMNS = (
 
 def block_table(receipt: Receipt | Mapping[str, Any]) -> Table:
     """Every block of the round, in schedule order, with its figures and whether it counted."""
-    r = gate.as_receipt(receipt)
+    r = as_receipt(receipt)
     c = gate.counted(r, r.rules)
     counted = {id(x) for reps in c.valid.values() for x in reps}
     rows = []
@@ -56,7 +56,7 @@ def vllm_result(receipt: Receipt | Mapping[str, Any], build: str, receipt_id: st
     """One build's counted timed blocks pooled into one run, with the field names of
     ``vllm bench serve --save-result`` where a field means the same; ``bench_console`` says what
     the run was and how it was decided."""
-    r = gate.as_receipt(receipt)
+    r = as_receipt(receipt)
     c = gate.counted(r, r.rules)
     blocks = c.valid.get((build, "timed"), [])
     records = [RequestRecord.from_dict(q) for rep in blocks for q in (rep.reported or {}).get("requests", [])]

@@ -41,7 +41,9 @@ def render_sweep(doc: Mapping[str, Any]) -> str:
             f"measures a curve and decides nothing: a round at one level decides.</p>"
             + (f"<p>Refused before timing:</p><ul>{refused}</ul>" if refused else "")
             + f"<figure>{plot}</figure>{_table(levels, doc.get('slo_ms') or {})}</section>")
-    return PAGE.format(title=esc(f"Sweep {doc.get('round_id')} ({profile})"), what="a sweep", css=CSS, body=body)
+    return PAGE.format(title=esc(f"Sweep {doc.get('round_id')} ({profile})"), what="a sweep", css=CSS, body=body,
+                       note="Every figure is the sweep document's own: its blocks, measured by the console's "
+                            "load client. A sweep has no verdict.")
 
 
 def _curves(levels: list[Mapping[str, Any]]) -> str:

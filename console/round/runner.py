@@ -375,7 +375,8 @@ class Round:
         self._emit(ev.PhaseStarted(phase="server"))
         servers = self._servers = serve.Servers(b, self._notice, slots=self._slots())
         builds = ["main"] if self.cfg.kind == "noise" else ["main", "candidate"]
-        check = receipt.parity.server = serve.check(b, servers, builds, self._emit, self._check_abort)
+        check = receipt.parity.server = serve.check(b, servers, builds, self._emit, self._check_abort,
+                                                    bool((self._ref_meta or {}).get("same_as_main")))
         if self.cfg.kind == "noise":
             check.candidate = check.main
         b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)

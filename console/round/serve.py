@@ -151,10 +151,17 @@ def tail(log: str) -> str:
 # --- the server check ----------------------------------------------------------------
 
 def check(b: Bench, servers: Servers, builds: list[str], emit: Callable[[ev.Event], None],
-          check_abort: Callable[[], None]) -> ServedCheck:
-    """Greedy completions through each server against the reference's tokens, and a repeated prompt."""
+          check_abort: Callable[[], None], same_as_main: bool = True) -> ServedCheck:
+    """Greedy completions through each server against the reference's tokens, and a repeated prompt.
+    The tokens come from the harness on main's build: the reference's own when the reference was
+    captured from main's source, else main's (said, and recorded as the check's basis)."""
     spec = b.profile.server.check
-    record = ServedCheck(min_match=spec.min_match, repeat_ratio=spec.repeat_ratio)
+    record = ServedCheck(min_match=spec.min_match, repeat_ratio=spec.repeat_ratio,
+                         basis="reference" if same_as_main else "main")
+    if not same_as_main:
+        emit(ev.Notice(level="warn", code="server-check-basis", message=(
+            "the reference was not captured from main's source: the servers' greedy tokens are checked "
+            "against main's build through the harness, not against the reference")))
     depths = [d for d in b.profile.parity.depths if not spec.longest or d <= spec.longest] or [spec.longest]
     positions = adj.positions(depths, spec.prompts)
     ref, err = generate(b, "main", "server-reference", [], positions, len(positions), tokens=spec.tokens)
