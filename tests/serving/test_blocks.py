@@ -99,3 +99,14 @@ def test_a_server_that_dies_under_load_fails_its_block_with_its_log_and_is_not_r
         servers.stop_all()
     with pytest.raises(Interrupted):          # after the round's end or abort nothing starts again
         servers.start("main")
+
+
+def test_restart_per_block_starts_the_server_again_before_each_block_and_counts_it(tmp_path):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
+    b = replace(b, profile=replace(b.profile, server=replace(b.profile.server, restart="block", warmup=0)))
+    servers = Servers(b, lambda *a: None)
+    try:
+        reps = [run_block(b, servers, _item(k), 0, tmp_path / f"out{k}")[0] for k in range(2)]
+    finally:
+        servers.stop_all()
+    assert [r.reported["server_starts"] for r in reps] == [1, 2] and all(r.status == "ok" for r in reps)
