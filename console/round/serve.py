@@ -165,13 +165,13 @@ def check(b: Bench, servers: Servers, builds: list[str], emit: Callable[[ev.Even
     depths = [d for d in b.profile.parity.depths if not spec.longest or d <= spec.longest] or [spec.longest]
     positions = adj.positions(depths, spec.prompts)
     ref, err = generate(b, "main", "server-reference", [], positions, len(positions), tokens=spec.tokens)
+    if ref is None:     # the yardstick failed, not a server: nothing can be graded
+        raise InfraError(f"the reference's tokens for the server check could not be generated: {err}",
+                         "Check main's build and the profile's [adjudication] command; then run the round again.")
     for build in builds:
         check_abort()
         side = ServedSide(asked=spec.tokens)
         setattr(record, build, side)
-        if ref is None:
-            side.error = f"the reference's tokens could not be generated: {err}"
-            continue
         try:
             served = servers.start(build)
         except ServerDown as e:

@@ -110,3 +110,12 @@ def test_restart_per_block_starts_the_server_again_before_each_block_and_counts_
     finally:
         servers.stop_all()
     assert [r.reported["server_starts"] for r in reps] == [1, 2] and all(r.status == "ok" for r in reps)
+
+
+def test_when_the_references_tokens_cannot_be_made_the_round_is_infra_and_no_server_is_blamed(tmp_path):
+    from console.round.serve import check
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])    # its build has no harness
+    servers = Servers(b, lambda *a: None)
+    with pytest.raises(InfraError, match="the reference's tokens for the server check could not be generated"):
+        check(b, servers, ["main", "candidate"], lambda e: None, lambda: None)
+    assert servers.live == {} and servers.starts == {}
