@@ -26,6 +26,9 @@ LATENCIES = {
     "tpot_p50_ms": "median_tpot_ms", "e2el_p99_ms": "p99_e2el_ms",
 }
 
+# Goodput targets a profile may set (server.slo), in ms, as vLLM's --goodput names them.
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
+
 
 # --- the server check, before timing -------------------------------------------------
 

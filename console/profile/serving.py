@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ValidationInfo, model_validator
 
-from ..core.serving import SCORED
+from ..core.serving import SCORED, SLO_KEYS
 from ..serving.workload import WorkloadError, file_requests
 from .checks import Check, ExistingFile, Int, Num, Str, argv, key, loading, refuse, within
 from .spec import COMMON_PLACEHOLDERS, table
@@ -101,7 +101,7 @@ class ServerSpec:
     def _consistent(self, info: ValidationInfo) -> ServerSpec:
         if not loading(info):
             return self
-        bad = sorted(set(self.slo or {}) - {"ttft_ms", "tpot_ms", "e2el_ms"})
+        bad = sorted(set(self.slo or {}) - set(SLO_KEYS))
         if bad:
             raise refuse(f"unknown target {bad[0]!r}; expected ttft_ms, tpot_ms or e2el_ms", "slo")
         return self

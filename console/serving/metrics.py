@@ -12,15 +12,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from console.core.serving import LATENCIES  # noqa: F401 - one definition, re-exported
-from console.core.serving import SCORED
+from console.core.serving import SLO_KEYS
 from console.serving.client import Block, RequestRecord
-
-# What a profile may score (each higher is better) and guard (LATENCIES, lower is better), each
-# -> the key of a ``summarize_block`` figure. The tables are the core's; these names re-export them.
-METRICS = SCORED
-
-SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
 
 
 def _latency(name: str, seconds: Sequence[float]) -> dict[str, float | None]:

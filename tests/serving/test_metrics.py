@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.serving.client import Block, RequestRecord
-from console.serving.metrics import LATENCIES, METRICS, failures, goodput, summarize_block
+from console.core.serving import LATENCIES, SCORED as METRICS
+from console.serving.metrics import failures, goodput, summarize_block
 
 
 def _record(index: int, sent: float, ttft: float, gaps: list[float], *, input_tokens: int = 10,
