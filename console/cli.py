@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                "regression); 4 held for review (implausible, or parity uncheckable); 130 interrupted.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
-    for add in (_round_commands, _saved_round_commands, _image_and_reference_commands, _ledger_and_lock_commands,
-                _queue_commands, _profile_commands, _other_commands):
+    for add in (_round_commands, _bundle_command, _saved_round_commands, _image_and_reference_commands,
+                _ledger_and_lock_commands, _queue_commands, _profile_commands, _other_commands):
         add(sub)
     return ap
 
@@ -60,11 +60,15 @@ def _round_opts(p: argparse.ArgumentParser) -> None:
 
 def _round_commands(sub) -> None:
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
-    p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",
-                   help="a profile file, or a shipped profile's name (see `console profiles`)")
+    p.add_argument("--profile", type=profile_arg, metavar="PROFILE",
+                   help="a profile file, or a shipped profile's name (see `console profiles`); with --bundle, "
+                        "default the bundle's")
     p.add_argument("--main", help="main's source: DIR, REPO@REF (default: the profile's engine.source)")
     p.add_argument("--candidate", help="candidate's source: DIR, REPO@REF, pypi:NAME==VERSION or FILE.patch "
-                   "over main (default: the profile's engine.candidate)")
+                   "over main (default: the bundle's candidate, else the profile's engine.candidate)")
+    p.add_argument("--bundle", type=Path, metavar="DIR",
+                   help="run from a bundle (`console bundle`) with no network: checked against its manifest "
+                        "first; the profile, sdists, model files and reference come from it, pip is never called")
     _round_opts(p)
 
     p = sub.add_parser("sweep", help="a serving profile's two servers over load levels: the throughput-latency "
@@ -101,6 +105,29 @@ def _round_commands(sub) -> None:
     p.add_argument("--headless", action="store_true")
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
     p.add_argument("--verbose", "-v", action="store_true")
+
+
+def _bundle_command(sub) -> None:
+    p = sub.add_parser("bundle", help="gather everything a round of a profile needs into DIR, for a node "
+                       "without network (docs/OFFLINE.md)")
+    p.add_argument("dir", type=Path, metavar="DIR", help="a new (or empty) directory")
+    p.add_argument("--profile", required=True, type=profile_arg, metavar="PROFILE",
+                   help="a profile file, or a shipped profile's name")
+    p.add_argument("--candidate", help="the candidate to carry: pypi:NAME==VERSION, FILE.patch or DIR "
+                   "(default: the profile's engine.candidate)")
+    p.add_argument("--python-version", metavar="X.Y", default="",
+                   help="the node's Python, for the wheels (default: this interpreter's)")
+    p.add_argument("--platform", action="append", default=[], metavar="TAG",
+                   help="the node's platform tag for the wheels, e.g. manylinux2014_x86_64 (repeatable; "
+                        "default: this machine's)")
+    p.add_argument("--abi", default="",
+                   help="the node's ABI tag, e.g. cp312 (default: derived from --python-version)")
+    p.add_argument("--no-wheels", action="store_true",
+                   help="leave out the console's wheels (the node already has this console installed)")
+    p.add_argument("--console-wheel", type=Path, metavar="FILE",
+                   help="the console's own wheel, when this console is not a checkout to build it from")
+    p.add_argument("--image", action="store_true",
+                   help="also `docker save` the profile's base image, for a node with Docker but no registry")
 
 
 def _saved_round_commands(sub) -> None:
@@ -157,6 +184,11 @@ def _image_and_reference_commands(sub) -> None:
     c = rsub.add_parser("capture", help="run the profile's reference engine and store its logits and hash")
     c.add_argument("--profile", type=profile_arg, required=True)
     c.add_argument("--write-profile", action="store_true", help="write the new sha256 into the profile")
+    c.add_argument("--runtime", choices=["docker", "local"], default="docker",
+                   help="build the reference source in its pinned image (docker) or with the host's asserted "
+                        "tools (local, for nodes without Docker)")
+    c.add_argument("--bundle", type=Path, metavar="DIR",
+                   help="take the reference source's sdist and the model files from a bundle (no network)")
 
 
 def _ledger_and_lock_commands(sub) -> None:
@@ -176,8 +208,10 @@ def _ledger_and_lock_commands(sub) -> None:
     x = ksub.add_parser("verify", help="every non-zero pin must trace to a sealed receipt")
     x.add_argument("lock", type=Path)
     x.add_argument("--ledger", type=Path, required=True, help="the results directory holding the ledger")
-    x = ksub.add_parser("show", help="print the lock's pins")
+    x = ksub.add_parser("show", help="print the lock's pins and the node fingerprint each was measured on")
     x.add_argument("lock", type=Path)
+    x.add_argument("--ledger", type=Path, help="the results directory holding the ledger: names the node of "
+                                               "pins written before fingerprints, from their receipts")
 
 
 def _queue_dir(x: argparse.ArgumentParser) -> None:

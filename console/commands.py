@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .engine import sources
@@ -43,13 +44,13 @@ def drive(rnd, args) -> int:
     return int(rnd.exit_code)
 
 
-def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None):
+def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None, bundle=None):
     from .round import Round, RoundConfig
     out = (args.out or _default_out(profile)).resolve()
     cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
                       kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
                       keep_work=args.keep_work, fresh=getattr(args, "fresh", False),
-                      rebuild=getattr(args, "rebuild", False))
+                      rebuild=getattr(args, "rebuild", False), bundle=bundle)
     return Round(cfg)
 
 
@@ -73,10 +74,50 @@ def _check_reps(args) -> None:
 
 def cmd_run(args) -> int:
     _check_reps(args)
+    if args.bundle is not None:
+        return _run_bundle(args)
+    if args.profile is None:
+        raise UsageError("--profile is needed (or --bundle DIR, which carries its profile)",
+                         "Give a profile file or a shipped profile's name (`console profiles`).")
     profile = load_profile(args.profile)
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
     cand = _candidate(profile, args.candidate)
     return drive(_round(profile, main, cand, args), args)
+
+
+def _run_bundle(args) -> int:
+    """A round from a bundle: the bundle is checked against its manifest before anything else,
+    then the profile (unless --profile), sdists, model files, reference and base image come from it."""
+    from .engine import bundle as bundles
+    b = bundles.open_bundle(args.bundle)
+    profile = bundles.route(load_profile(args.profile or b.profile_path), b)
+    b.took["profile"] = args.profile is None
+    if (args.out or _default_out(profile)).resolve().is_relative_to(b.root):
+        raise UsageError(f"the results directory would be inside the bundle {b.root}, which then no longer "
+                         "matches its manifest", "Give --out outside the bundle, or run from another directory.")
+    main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
+    cand = (sources.parse_spec(args.candidate, profile.source) if args.candidate
+            else bundles.candidate_spec(b, profile) or _candidate(profile, None))
+    bundles.check_specs(b, {"main": main, "candidate": cand})
+    if args.runtime == "docker":
+        bundles.load_image(b, profile, lambda line: print(line, flush=True))
+    return drive(_round(profile, main, cand, args, bundle=b), args)
+
+
+def cmd_bundle(args) -> int:
+    from .engine import bundle as bundles
+    from .engine.wheels import Target
+    if args.no_wheels and (args.python_version or args.platform or args.abi or args.console_wheel):
+        raise UsageError("--no-wheels leaves the wheels out, so --python-version, --platform, --abi and "
+                         "--console-wheel have nothing to choose", "Leave out one or the other.")
+    target = None if args.no_wheels else Target(python_version=args.python_version,
+                                                platforms=tuple(args.platform), abi=args.abi)
+    opts = bundles.Options(candidate=args.candidate or "", target=target, console_wheel=args.console_wheel,
+                           image=args.image)
+    b = bundles.make(args.profile, args.dir, opts, lambda line: print(line, flush=True))
+    for line in bundles.summary(b):
+        print(line)
+    return ExitCode.OK
 
 
 def cmd_sweep(args) -> int:
@@ -148,12 +189,19 @@ def cmd_resume(args) -> int:
     ended = resume.ended_status()
     if ended in ("complete", "refused"):
         raise UsageError(f"round {plan['round_id']} already ended ({ended})", "Start a new round instead.")
-    profile = load_profile(plan["profile_path"])
+    profile, bundle = load_profile(plan["profile_path"]), None
+    main, cand = spec_from_plan(plan["main"]), spec_from_plan(plan["candidate"])
+    if plan.get("bundle"):      # checked again: it must still be the bundle the round started from
+        from .engine import bundle as bundles
+        bundle = bundles.open_bundle(Path(plan["bundle"]))
+        profile = bundles.route(profile, bundle)
+        bundle.took["profile"] = Path(profile.path).is_relative_to(bundle.root)
+        bundles.check_specs(bundle, {"main": main, "candidate": cand})
     lock = Path(plan.get("lock_path") or Path(plan["out_dir"]) / "reference.lock")
-    cfg = RoundConfig(profile=profile, main=spec_from_plan(plan["main"]), candidate=spec_from_plan(plan["candidate"]),
+    cfg = RoundConfig(profile=profile, main=main, candidate=cand,
                       out_dir=Path(plan["out_dir"]), runtime=plan["runtime"], kind=plan["kind"],
                       reps=plan["reps"], lock_path=lock if lock.exists() else None, resume=resume,
-                      fresh=bool(plan.get("fresh")))
+                      fresh=bool(plan.get("fresh")), bundle=bundle)
     args.runtime = plan["runtime"]
     return drive(Round(cfg), args)
 
@@ -305,7 +353,11 @@ def cmd_lock(args) -> int:
         raise UsageError(f"no lock file at {args.lock}", "Give the path of a reference.lock.")
     doc = store.read_lock(args.lock)
     if args.lock_cmd == "show":
-        print(doc.as_string())
+        print(doc.as_string().rstrip("\n"))
+        # the nodes, as TOML comments: the output is still the lock
+        receipts = store.ledger_receipts(args.ledger) if args.ledger else None
+        print("\n# node fingerprints (a round uses only the pins of its own node):")
+        print("\n".join(f"# {line}" for line in lockmod.node_lines(lockfile.model(doc), receipts)))
         return ExitCode.OK
     ledger_problems = [p for p in store.verify_dir(args.ledger) if p.fatal]
     for p in ledger_problems:
@@ -369,8 +421,14 @@ def cmd_reference(args) -> int:
     from .engine import reference
     if args.ref_cmd != "capture":
         raise UsageError("say which: `console reference capture --profile P`")
-    profile = load_profile(args.profile)
-    sha = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile)
+    profile, sdists = load_profile(args.profile), None
+    if args.bundle is not None:
+        from .engine import bundle as bundles
+        b = bundles.open_bundle(args.bundle)
+        # the model from the bundle; the capture writes beside the profile, never into the bundle
+        profile, sdists = replace(bundles.route(profile, b), parity=profile.parity), b.sdists
+    sha = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile,
+                            runtime=args.runtime, sdists=sdists)
     print(f"reference captured: sha256 {sha}")
     if sha == profile.parity.reference_sha256:
         print("identical to the pinned reference")

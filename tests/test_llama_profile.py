@@ -78,11 +78,16 @@ def test_guards_carry_their_own_metric_into_the_schedule():
 
 
 def test_the_output_limit_is_sized_from_what_the_logits_command_writes(tmp_path):
-    path = variant(tmp_path, lambda t: t.replace("depths = [16, 128, 256, 512, 768, 1024]",
-                                                 "depths = [" + ", ".join(str(16 * i) for i in range(1, 65)) + "]"))
+    path = variant(tmp_path, lambda t: t.replace("depths = [32, 128, 256, 512, 768, 1024]",
+                                                 "depths = [" + ", ".join(str(32 * i) for i in range(1, 65)) + "]"))
     p = load_profile(path)
     need = 64 * p.parity.rows * p.parity.vocab * 4
-    assert p.run.output_limit_mb << 20 > need
+    assert len(p.parity.depths) == 64 and p.run.output_limit_mb << 20 > need
+    # the shipped profile: 6 depths x 32 rows of 262,144 float32s (201 MB), within what the round reads
+    from console.round.parity import LOGITS_MAX_BYTES
+    shipped = load_profile(LLAMA_PROFILE)
+    need = len(shipped.parity.depths) * shipped.parity.rows * shipped.parity.vocab * 4
+    assert shipped.parity.rows == 32 and need < shipped.run.output_limit_mb << 20 and need < LOGITS_MAX_BYTES
 
 
 def test_document_tokens_outside_the_vocabulary_are_named():
@@ -156,3 +161,74 @@ def test_pypi_candidates_inherit_the_profiles_subtree():
         Source(pypi="llama-cpp-python==0.3.36", subtree="vendor/llama.cpp")
     with pytest.raises(UsageError):
         sources.parse_spec("pypi:llama-cpp-python", like)
+
+
+def test_the_cuda_profile_has_the_cpu_profiles_gates_on_the_gpu():
+    cpu, gpu = load_profile(LLAMA_PROFILE), load_profile(LLAMA_PROFILE.parent / "llama-cpp-cuda.toml")
+    import dataclasses
+    # the decision budget, drift and borderline KL included; a guard's run length is the bench's
+    # business (a GPU times more tokens), what it guards is not
+    assert dataclasses.replace(gpu.gate, guards=cpu.gate.guards) == cpu.gate
+    assert [(g.name, g.metric, g.depth, g.max_drop) for g in gpu.gate.guards] == \
+        [(g.name, g.metric, g.depth, g.max_drop) for g in cpu.gate.guards]
+    assert (gpu.accuracy.tasks, gpu.accuracy.tasks_sha256, gpu.accuracy.tokens) == \
+        (cpu.accuracy.tasks, cpu.accuracy.tasks_sha256, cpu.accuracy.tokens)
+    for argv in (gpu.bench.command, gpu.parity.command, gpu.accuracy.command, gpu.adjudication.command):
+        assert argv[argv.index("--gpu-layers") + 1] == "99"      # every harness run on the GPU
+    assert [v.name for v in gpu.adjudication.variants] == ["flash-attn", "batch-64"]
+    assert gpu.run.gpus == "required" and gpu.run.cdi_devices == ()
+
+
+def test_the_cuda_image_pins_nvccs_host_compiler():
+    image = load_profile(LLAMA_PROFILE.parent / "llama-cpp-cuda.toml").image
+    assert image.components == ("main", "contrib", "non-free") and "nvidia-cuda-toolkit" in image.packages
+    # nvcc 11.8 takes GCC up to 11: g++-11 is installed, named to nvcc, and asserted through nvcc
+    assert "g++-11" in image.packages and "-DCMAKE_CUDA_HOST_COMPILER=g++-11" in image.build
+    host = {t.name: t for t in image.tools}["nvcc-host"]
+    assert "nvcc -ccbin g++-11" in host.probe[-1] and host.expect.startswith("g++-11 (Debian 11.")
+    assert image.compiler.startswith("g++ (Debian 12.")
+
+
+def _link_line(tmp_path: Path, env: dict[str, str], layout: str) -> tuple[int, str]:
+    """build.sh with GPU=1 against a stand-in CUDA install (no compiler runs: g++ echoes its
+    arguments) laid out as ``layout``: 'cuda' (/usr/local/cuda: bin/, lib64/, lib64/stubs/) or
+    'debian' (nvcc in bin/, the libraries in the multiarch folder, its stubs/ below it)."""
+    import os
+    import subprocess
+    root = tmp_path / layout
+    (root / "bin").mkdir(parents=True)
+    libdir = root / ("lib64" if layout == "cuda" else "usr/lib/x86_64-linux-gnu")
+    (libdir / "stubs").mkdir(parents=True)
+    (libdir / "libcudart.so").touch()
+    (libdir / "stubs" / "libcuda.so").touch()
+    (root / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    # the multiarch folder is /usr/lib/<what g++ prints>: a relative path reaches the stand-in
+    multiarch = os.path.relpath(libdir, "/usr/lib") if layout == "debian" else "x86_64-linux-gnu"
+    (root / "bin" / "g++").write_text(f'#!/bin/sh\n[ "$1" = -print-multiarch ] && echo {multiarch} && exit 0\n'
+                                      'echo "$@"\n')
+    for tool in ("nvcc", "g++"):
+        (root / "bin" / tool).chmod(0o755)
+    r = subprocess.run(["sh", str(LLAMA_DIR / "harness" / "build.sh")], capture_output=True, text=True,
+                       env={"PATH": f"{root / 'bin'}:/usr/bin:/bin", "GPU": "1", "PREFIX": str(tmp_path), **env})
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("layout", ["cuda", "debian"])
+def test_the_gpu_harness_links_cuda_from_beside_nvcc_with_the_driver_stub(tmp_path, layout):
+    code, out = _link_line(tmp_path, {}, layout)
+    libdir = "lib64" if layout == "cuda" else "x86_64-linux-gnu"
+    assert code == 0 and "-lggml-cuda" in out and "-lcuda " in out
+    args = out.split()
+    found = [a for a in args if a.startswith("-L") and libdir in a]
+    # stubs/ first (as nvcc's own profile): -lcuda finds the stub even where a driver's libcuda.so is
+    assert [Path(a[2:]).resolve() for a in found] == [
+        (tmp_path / layout / ("lib64" if layout == "cuda" else "usr/lib/x86_64-linux-gnu") / d).resolve()
+        for d in ("stubs", "")]
+    assert not any(a.startswith("-Wl,-rpath") and "stubs" in a for a in args)   # never the stub at run time
+
+
+def test_the_gpu_harness_takes_cuda_lib_or_says_what_is_missing(tmp_path):
+    code, out = _link_line(tmp_path, {"CUDA_LIB": str(tmp_path / "cuda" / "lib64")}, "cuda")
+    assert code == 0 and f"-L{tmp_path / 'cuda' / 'lib64'} " in out
+    code, out = _link_line(tmp_path / "elsewhere", {"CUDA_LIB": str(tmp_path / "none")}, "cuda")
+    assert code == 1 and "set CUDA_LIB" in out

@@ -1,5 +1,6 @@
 import copy
 import textwrap
+from pathlib import Path
 
 import pytest
 import tomlkit
@@ -8,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from console.results import lockfile as F, store
 from console.core import ledger as L
 from console.core import lock as K
+from console.core.fingerprint import of_host, of_receipt
 from console.core.receipt import SCHEMA, SCHEMA_1
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
@@ -196,8 +198,11 @@ def test_noise_is_recorded_per_node():
     rid, r = sealed(noise_receipt(0.0123456789))
     (c,) = K.update_from_receipt({}, rid, r, None)
     assert (c.table, c.key, c.new) == ("noise", "cpu-2core", 0.0123457)
+    node = of_receipt(r)
     assert K.apply_to_dict({}, [c])["noise"]["cpu-2core"] == {"spread": 0.0123457, "receipt": rid,
-                                                             "measured_at": "2026-12-01T00:00:00Z"}
+                                                             "measured_at": "2026-12-01T00:00:00Z",
+                                                             "fingerprint": node.digest,
+                                                             "node_facts": dict(node.facts)}
 
 
 def test_attested_figures_never_move_the_value():
@@ -508,3 +513,166 @@ def test_node_noise_pools_over_its_noise_rounds_and_a_quiet_round_does_not_repla
     gone = copy.deepcopy(lock)
     gone["noise"]["cpu-2core"]["receipts"] = [loud_id, "f" * 64]
     assert [p.code for p in K.verify_lock(gone, ledger)] == ["receipt-not-in-ledger"]
+
+
+# --- nodes: a pin is the node's that measured it ----------------------------------------------
+
+V1 = Path(__file__).resolve().parent / "data" / "receipts-v1"      # sealed by an older version
+EPYC = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "cores": 2, "gpus": []}
+XEON = {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16,
+        "gpus": [{"index": 0, "uuid": "GPU-1", "name": "NVIDIA H200"}], "gpu_driver": "550.54.15"}
+
+
+def on(host, receipt):
+    return {**receipt, "host": dict(host)}
+
+
+@pytest.fixture
+def demo_lock(tmp_path):
+    from console.paths import DEMO_PROFILE
+    from console.profile import load_profile
+    profile = load_profile(DEMO_PROFILE)
+    path = tmp_path / "reference.lock"
+    store.atomic_write(path, F.new_lock_text(profile).encode())
+    return profile, path
+
+
+def seal_and_update(out, path, profile, receipt):
+    rid = store.seal_into(out, receipt)
+    doc = store.ledger_receipts(out)[rid]
+    moved, _ = F.update(path, rid, doc, OK if receipt["kind"] == "round" else NOISE_OK, profile, ledger_dir=out)
+    return rid, moved
+
+
+def test_a_pin_records_the_node_of_the_receipt_that_set_it():
+    rid, r = sealed(on(EPYC, round_receipt()))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    node = of_host(EPYC)
+    assert lock["baselines"][FRONT]["fingerprint"] == node.digest
+    assert lock["baselines"][FRONT]["node_facts"] == dict(node.facts)
+
+
+def test_a_round_on_another_node_passes_the_pin_over_says_why_and_keeps_its_own_apart(tmp_path, demo_lock):
+    profile, path = demo_lock
+    epyc, xeon = of_host(EPYC), of_host(XEON)
+    a_id, _ = seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt(main=(200.0, 201.0, 202.0))))
+    pins = F.pins_for(path, profile, xeon, ledger_dir=tmp_path)
+    assert pins["frontier"] == 0.0 and pins["guards"] == {"decode_ctx128": 0.0}
+    over = {x["key"]: x for x in pins["passed_over"]}
+    assert set(over) == {FRONT, GUARD} and over[FRONT]["value"] == 201.0 and over[FRONT]["fingerprint"] == epyc.digest
+    assert "cores 2 there, 16 here" in over[FRONT]["differs"] and "gpus 0 there, 1 here" in over[FRONT]["differs"]
+    said = K.passed_over_sentence(over[FRONT], xeon.digest)
+    assert FRONT in said and "not used" in said and epyc.digest in said and xeon.digest in said
+    # the round on the Xeon moves only its own pins, kept apart under <slot>@<fingerprint>
+    _, moved = seal_and_update(tmp_path, path, profile, on(XEON, round_receipt(main=(50.0,) * 3, guard=(60.0,) * 3, n=1)))
+    assert {c.key for c in moved} == {f"{FRONT}@{xeon.digest}", f"{GUARD}@{xeon.digest}"}
+    assert all("kept apart from" in c.reason and "cores 2 there" in c.reason for c in moved)
+    m = F.model(store.read_lock(path))
+    assert (m["baselines"][FRONT]["value"], m["baselines"][FRONT]["receipt"]) == (201.0, a_id)
+    assert m["baselines"][f"{FRONT}@{xeon.digest}"]["value"] == 50.0
+    # each node reads its own pins; the lock still traces to the ledger
+    assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path)["frontier"] == 201.0
+    mine = F.pins_for(path, profile, xeon, ledger_dir=tmp_path)
+    assert (mine["frontier"], mine["frontier_slot"], mine["passed_over"]) == (50.0, f"{FRONT}@{xeon.digest}", [])
+    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    # and the first node's next round raises its own pin, not the other's
+    _, moved = seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt(main=(210.0,) * 3, n=2)))
+    assert [c.key for c in moved if c.kind == "frontier"] == [FRONT]
+
+
+def test_a_pin_written_before_fingerprints_belongs_to_the_node_of_its_receipt(tmp_path, demo_lock):
+    profile, path = demo_lock
+    seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt()))
+    doc = store.read_lock(path)
+    for entry in doc["baselines"].values():        # as an older version wrote it
+        for k in ("fingerprint", "node_facts"):
+            entry.pop(k, None)
+    store.write_lock(path, doc)
+    assert K.verify_lock(F.model(doc), store.ledger_receipts(tmp_path)) == []
+    assert F.pins_for(path, profile, of_host(EPYC), ledger_dir=tmp_path)["frontier"] == 201.0
+    other = F.pins_for(path, profile, of_host(XEON), ledger_dir=tmp_path)
+    assert other["frontier"] == 0.0 and other["passed_over"][0]["fingerprint"] == of_host(EPYC).digest
+    # its node's next round records the fingerprint on the same entry
+    _, moved = seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt(main=(220.0,) * 3, n=1)))
+    assert FRONT in {c.key for c in moved}
+    assert F.model(store.read_lock(path))["baselines"][FRONT]["fingerprint"] == of_host(EPYC).digest
+
+
+def test_the_committed_older_lock_still_reads_on_its_own_node_and_not_on_another():
+    v1 = V1
+    receipts = store.ledger_receipts(v1)
+    lock = F.model(store.read_lock(v1 / "reference.lock"))
+    r = next(iter(receipts.values()))
+    here = K.node_pins(lock, r["profile"], of_receipt(r), receipts)
+    assert here["frontier"] == 115.728 and here["noise_spread"] == 0.12183 and here["passed_over"] == []
+    there = K.node_pins(lock, r["profile"], of_host(XEON), receipts)
+    assert there["frontier"] == 0.0 and there["noise_spread"] is None and len(there["passed_over"]) == 3
+    assert K.verify_lock(lock, receipts) == []
+
+
+def test_noise_of_another_node_is_kept_apart_and_pools_only_with_its_own_node():
+    a_id, a = sealed(on(EPYC, noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95])))
+    b_id, b = sealed(on(XEON, noise_v2([1.001, 0.999, 1.002, 0.998], n=1)), a_id)
+    ledger = {a_id: a, b_id: b}
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, a, NOISE_OK, ledger=ledger))
+    (c,) = K.update_from_receipt(lock, b_id, b, NOISE_OK, ledger=ledger)
+    assert (c.key, c.action) == (f"cpu-2core@{of_host(XEON).digest}", "set")
+    lock = K.apply_to_dict(lock, [c])
+    assert lock["noise"]["cpu-2core"]["receipts"] == [a_id] and lock["noise"][c.key]["receipts"] == [b_id]
+    assert K.verify_lock(lock, ledger) == []
+    profile = a["profile"]
+    assert K.node_pins(lock, profile, of_host(XEON), ledger)["noise_sd"] == lock["noise"][c.key]["sd"]
+    assert K.node_pins(lock, profile, of_host(EPYC), ledger)["noise_sd"] == lock["noise"]["cpu-2core"]["sd"]
+
+
+@pytest.mark.parametrize("edit, code", [
+    (lambda e, xeon: e.update(fingerprint=xeon.digest, node_facts=dict(xeon.facts)), "fingerprint-mismatch"),
+    (lambda e, xeon: e["node_facts"].update(cores=64), "bad-fingerprint"),
+    (lambda e, xeon: e.update(fingerprint=""), "bad-fingerprint"),
+])
+def test_lock_verify_names_a_recorded_node_that_is_not_the_receipt_s(edit, code):
+    rid, r = sealed(on(EPYC, round_receipt()))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    edit(lock["baselines"][FRONT], of_host(XEON))
+    p = [p for p in K.verify_lock(lock, {rid: r}) if p.slot == FRONT]
+    assert [x.code for x in p] == [code]
+
+
+def test_a_key_kept_apart_for_one_node_must_record_that_node():
+    rid, r = sealed(on(EPYC, round_receipt()))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    lock["baselines"][f"{FRONT}@{of_host(XEON).digest}"] = lock["baselines"].pop(FRONT)
+    p = one([p for p in K.verify_lock(lock, {rid: r}) if p.fatal])
+    assert p.code == "bad-fingerprint" and of_host(XEON).digest in p.message
+
+
+def test_stale_pins_are_judged_against_rounds_of_their_own_node():
+    a_id, a = sealed(on(EPYC, round_receipt(main=(200.0, 201.0, 202.0))))
+    b_id, b = sealed(on(XEON, round_receipt(main=(400.0,) * 3, guard=(900.0,) * 3, n=1)), a_id)
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, a, OK))
+    assert K.verify_lock(lock, {a_id: a, b_id: b}) == []          # the Xeon's faster main says nothing of it
+    assert K.stale_findings(lock, b, 0.02, {a_id: a}) == []
+
+
+def test_lock_show_lists_each_node_with_its_facts_and_pins(tmp_path, demo_lock, capsys):
+    from console.cli import main
+    profile, path = demo_lock
+    seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt()))
+    seal_and_update(tmp_path, path, profile, on(XEON, round_receipt(main=(50.0,) * 3, n=1)))
+    assert main(["lock", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    tomlkit.parse(out)                                       # the nodes are comments: still the lock
+    xeon = of_host(XEON).digest
+    assert f"# node {of_host(EPYC).digest}: AMD EPYC 7763 64-Core Processor x2 cores, no GPU" in out
+    assert f"# node {xeon}: Intel(R) Xeon(R) Platinum 8480+ x16 cores, 1 x NVIDIA H200, driver 550" in out
+    assert f"#   baselines {FRONT}@{xeon}" in out and f"#   baselines {FRONT}\n" in out
+
+
+def test_lock_show_names_the_node_of_older_pins_from_the_ledger(capsys):
+    from console.cli import main
+    v1 = V1
+    assert main(["lock", "show", str(v1 / "reference.lock")]) == 0
+    assert "its receipt is not at hand: --ledger DIR names its node" in capsys.readouterr().out
+    assert main(["lock", "show", str(v1 / "reference.lock"), "--ledger", str(v1)]) == 0
+    out = capsys.readouterr().out
+    assert "# node " in out and "AMD EPYC x2 cores, no GPU" in out and "the node of its receipt" in out

@@ -195,6 +195,14 @@ def test_a_profile_of_required_keys_only_gets_the_declared_defaults(tmp_path):
     assert (p.health, p.preflight, p.queue) == (HealthRules(), PreflightRules(), QueueRules())
 
 
+def test_a_busy_gpu_is_refused_unless_the_profile_says_warn(tmp_path):
+    assert load_profile(_minimal(tmp_path)).preflight.busy_gpu == "refuse"
+    assert load_profile(_minimal(tmp_path, '[preflight]\nbusy_gpu = "warn"\n')).preflight.busy_gpu == "warn"
+    with pytest.raises(ProfileError) as e:
+        load_profile(_minimal(tmp_path, '[preflight]\nbusy_gpu = "ignore"\n'))
+    assert e.value.key == "preflight.busy_gpu" and "refuse" in e.value.expected and "warn" in e.value.expected
+
+
 def test_derived_defaults_follow_the_keys_they_come_from(tmp_path):
     p = load_profile(_minimal(tmp_path, "[gate]\nfalse_accept = 0.02\nbands = { s = 0.04, m = 0.06, l = 0.1, "
                                         "xl = 0.2 }\n[run]\noutput_limit_mb = 3\n"))

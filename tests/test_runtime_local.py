@@ -138,3 +138,86 @@ def test_a_server_that_exits_is_seen_as_gone_before_the_timeout(hostile, tmp_pat
     assert wait_ready(served.url, "/health", 30, alive=served.alive) is None
     assert time.monotonic() - started < 10 and "cannot load the model" in served.logs()
     served.stop()
+
+
+def _image_of(build_cmd: str, **kw):
+    """An image spec pinning this host's own gcc (the local runtime asserts it)."""
+    import subprocess
+    from console.profile.spec import ImageSpec
+    line = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0].strip()
+    return ImageSpec(base="unused", compiler=line, build=build_cmd, **kw)
+
+
+def test_each_build_installs_under_its_own_prefix_and_scratch_directory(tmp_path):
+    """The build contract both runtimes keep: $PREFIX and $BUILD_DIR, fresh per build, so a second
+    build cannot reuse the first one's build directory."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "x.c").write_text("int main(void) { return 0; }\n")
+    cmd = ('test -z "$(ls -A "$BUILD_DIR")"; gcc -c x.c -o "$BUILD_DIR/x.o"; gcc "$BUILD_DIR/x.o" -o "$PREFIX/x"; '
+           'echo "$PREFIX $BUILD_DIR" > "$PREFIX/where"')
+    rt = LocalRuntime(tmp_path / "w")
+    a = rt.build("main", src, _image_of(cmd), lambda line: None)
+    b = rt.build("candidate", src, _image_of(cmd), lambda line: None)
+    where_a = (Path(a.root) / "engine" / "where").read_text().split()
+    where_b = (Path(b.root) / "engine" / "where").read_text().split()
+    assert where_a == [f"{a.root}/engine", f"{a.root}/build"] and where_b[0] != where_a[0]
+    assert set(a.engine_files) == {"x", "where"} and a.engine_files["x"] == b.engine_files["x"]
+
+
+def test_the_host_toolchain_table_replaces_the_image_pins_and_names_a_mismatch(tmp_path):
+    from console.profile.spec import HostToolchain, Tool
+    src = tmp_path / "src"
+    src.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nvcc = bin_dir / "fakecc"      # a tool only on the profile's host path
+    nvcc.write_text("#!/bin/sh\necho 'fakecc 9.9'\n")
+    nvcc.chmod(0o755)
+    tool = Tool(name="fakecc", probe=("fakecc",), expect="fakecc 9.9")
+    image = _image_of("fakecc > \"$PREFIX/seen\"", host=HostToolchain(path=(str(bin_dir),), tools=(tool,)))
+    built = LocalRuntime(tmp_path / "w").build("main", src, image, lambda line: None)
+    assert built.tools == {"fakecc": "fakecc 9.9"}
+    assert (Path(built.root) / "engine" / "seen").read_text() == "fakecc 9.9\n"
+    wrong = _image_of("true", host=HostToolchain(compiler="gcc 1.0"))
+    with pytest.raises(CompilerMismatch) as e:
+        LocalRuntime(tmp_path / "w2").build("main", src, wrong, lambda line: None)
+    assert "expected 'gcc 1.0'" in e.value.message
+    # under docker the image's own pins hold; the host table is for --runtime local only
+    assert wrong.toolchain("docker")[0] == image.compiler and wrong.toolchain("local")[0] == "gcc 1.0"
+
+
+def test_a_local_build_with_ccache_reuses_identical_objects_and_records_it(tmp_path, monkeypatch):
+    import shutil as sh
+    if sh.which("ccache") is None:
+        pytest.fail("ccache is not installed: `make setup-test` installs it")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "x.c").write_text("int f(void) { return 41 + 1; }\n")
+    cmd = 'ccache gcc -c "$PWD/x.c" -o "$BUILD_DIR/x.o" && cp "$BUILD_DIR/x.o" "$PREFIX/"'
+    rt = LocalRuntime(tmp_path / "w")
+    first = rt.build("main", src, _image_of(cmd, compiler_cache="ccache"), lambda line: None)
+    second = rt.build("candidate", src, _image_of(cmd, compiler_cache="ccache"), lambda line: None)
+    assert first.compiler_cache["misses"] == 1 and first.compiler_cache["hits"] == 0
+    assert second.compiler_cache["hits"] == 1 and second.compiler_cache["misses"] == 0
+
+
+def test_a_build_is_kept_by_its_key_and_found_again_with_its_files_hashed_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CONSOLE_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "x.c").write_text("int main(void) { return 0; }\n")
+    image = _image_of('gcc x.c -o "$PREFIX/x"')
+    rt = LocalRuntime(tmp_path / "w")
+    assert rt.find_build("main", "k1", image) is None
+    built = rt.build("main", src, image, lambda line: None, key="k1", origin="round R")
+    found = LocalRuntime(tmp_path / "w2").find_build("candidate", "k1", image)
+    assert found is not None and found.reused_from["round"] == "round R"
+    assert found.image_id == built.image_id and found.engine_files == built.engine_files
+    assert rt.find_build("main", "k1", image, not_id=built.image_id) is None
+    assert rt.find_build("main", "k2", image) is None
+    # the key names the host toolchain: another pinned compiler is another recipe
+    from dataclasses import replace as rep
+    from console.profile.spec import HostToolchain
+    assert rt.recipe(image) != rt.recipe(rep(image, host=HostToolchain(compiler="gcc 13")))

@@ -70,8 +70,8 @@ def test_clean_gpu_preflight():
     (FakeGPU(remapped=(0, 1, 0, 1)), "row-remap-failure", "refuse"),
     (FakeGPU(persistence=0), "persistence-off", "warn"),
     (FakeGPU(power_limit_mw=400_000), "power-limit-lowered", "warn"),
-    (FakeGPU(processes=[(4242, 8 << 30)]), "gpu-busy", "warn"),
-    (FakeGPU(reasons=THERMAL), "throttled-now", "warn"),
+    (FakeGPU(processes=[(4242, 8 << 30)]), "gpu-busy", "refuse"),
+    (FakeGPU(reasons=THERMAL), "throttled-now", "refuse"),
     (FakeGPU(temp_c=91), "gpu-hot", "warn"),
     (FakeGPU(memory=(80 << 30, 2 << 30)), "low-gpu-memory", "warn"),
     (FakeGPU(ecc=(0, 0)), "ecc-off", "info"),
@@ -541,3 +541,88 @@ def test_settle_gives_up_after_its_limit_and_says_so():
     tel.proc = _BusyNeighbour([1.5])
     got = tel.settle(quiet_cores=0.3, max_s=0.05, window_s=0.01)
     assert not got["quiet"] and got["other_cores"] == pytest.approx(1.5) and got["waited_s"] >= 0.05
+
+
+# --- a busy or throttled GPU is refused at preflight, before anything is built ---------------
+
+def _said(pf: dict):
+    """refuse_unfit over a preflight: the notices it says (level, code, message) and its refusal."""
+    from console.errors import InfraError
+    from console.round.node import refuse_unfit
+    notices: list[tuple[str, str, str]] = []
+    try:
+        refuse_unfit(pf, lambda *n: notices.append(n))
+    except InfraError as e:
+        return notices, e
+    return notices, None
+
+
+def test_a_gpu_running_another_compute_process_is_refused_naming_its_pids_and_names():
+    _, tel = nvml(FakeGPU(processes=[(4242, 8 << 30), (77, 1 << 30)]), process_names={4242: "python3 train.py"})
+    pf = tel.preflight(window_s=0.01)
+    [busy] = refused(pf)
+    assert busy["code"] == "gpu-busy"
+    assert "pid 4242 (python3 train.py)" in busy["message"] and "pid 77 (name unknown)" in busy["message"]
+    notices, err = _said(pf)
+    assert err is not None and err.exit_code == 3 and "4242 (python3 train.py)" in str(err)
+    assert ("error", "gpu-busy", busy["message"]) in notices
+
+
+@pytest.mark.parametrize("mask, named", [(POWER_CAP, "sw_power_cap"), (THERMAL | IDLE, "sw_thermal"),
+                                         (BRAKE, "hw_power_brake")])
+def test_a_gpu_throttled_before_the_round_is_refused_naming_the_reasons(mask, named):
+    _, tel = nvml(FakeGPU(reasons=mask))
+    [thr] = refused(tel.preflight(window_s=0.01))
+    assert thr["code"] == "throttled-now" and named in thr["message"] and "gpu_idle" not in thr["message"]
+    assert _said(tel.preflight(window_s=0.01))[1] is not None
+
+
+def test_a_profile_that_allows_a_busy_gpu_gets_warnings_and_the_round_starts():
+    _, tel = nvml(FakeGPU(processes=[(4242, 1 << 30)], reasons=POWER_CAP), process_names={4242: "llm"})
+    pf = tel.preflight(window_s=0.01, rules=PreflightRules(busy_gpu="warn"))
+    assert refused(pf) == [] and {"gpu-busy": "warn", "throttled-now": "warn"}.items() <= codes(pf).items()
+    notices, err = _said(pf)
+    assert err is None and {(lvl, code) for lvl, code, _ in notices} >= {("warn", "gpu-busy"), ("warn", "throttled-now")}
+
+
+def test_an_idle_gpu_is_fit_and_its_info_is_said_as_info():
+    _, tel = nvml(FakeGPU(reasons=IDLE))
+    pf = tel.preflight(window_s=0.01)
+    assert refused(pf) == [] and "throttled-now" not in codes(pf)
+    notices, err = _said({"findings": [f for f in pf["findings"] if f["code"] == "gpu"]})
+    assert err is None and [(lvl, code) for lvl, code, _ in notices] == [("info", "gpu")]
+
+
+def test_an_info_notice_prints_as_info_not_as_a_warning():
+    import io
+
+    from console import events as ev
+    from console.reports.text import LineReporter
+    out = io.StringIO()
+    LineReporter(out, colour=False, github=False)(ev.Notice(level="info", code="gpu", message="GPU 0 (H100) uuid x"))
+    assert "info: GPU 0 (H100) uuid x" in out.getvalue() and "warn" not in out.getvalue()
+
+
+def test_a_round_on_a_busy_gpu_ends_infra_before_anything_is_built(tmp_path):
+    from console import events as ev
+    from console.engine import sources
+    from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
+    from console.profile import load_profile
+    from console.results import lockfile
+    from console.round import Round, RoundConfig
+    profile = load_profile(DEMO_PROFILE)
+    _, tel = nvml(FakeGPU(processes=[(4242, 1 << 30)]), process_names={4242: "python3 train.py"})
+    cfg = RoundConfig(profile=profile, main=sources.parse_spec(str(DEMO_MAIN)),
+                      candidate=("patch", str(DEMO_CANDIDATES / "fast.patch")), out_dir=tmp_path / "out",
+                      runtime="local", reps=2, lock_path=lockfile.ensure(tmp_path / "reference.lock", profile),
+                      telemetry=tel)
+    rnd = Round(cfg)
+    events = list(rnd.events())
+    assert rnd.exit_code == 3 and not any(isinstance(e, ev.BuildStarted) for e in events)
+    [end] = [e for e in events if isinstance(e, ev.RoundEnded)]
+    assert end.status == "infra" and "pid 4242 (python3 train.py)" in end.message
+    # the node the round ran on: its GPU and driver are in the host facts the fingerprint is made of
+    [started] = [e for e in events if isinstance(e, ev.RoundStarted)]
+    facts = started.host["fingerprint"]["facts"]
+    assert (facts["gpu_model"], facts["gpus"], facts["driver_major"]) == ("NVIDIA H100 80GB HBM3", 1, "550")
+    assert [(e.level, e.code) for e in events if isinstance(e, ev.Notice) and e.code == "gpu"] == [("info", "gpu")]

@@ -56,11 +56,23 @@ class PreflightRules:
     gpu_free_share: float = 0.10         # less free memory than this share: someone else holds the GPU
     power_limit_share: float = 0.99      # a limit below this × the default caps clocks (1% for rounding)
     throttle_reasons: tuple[str, ...] = LIMITING_REASONS   # clock-event reasons that mean the node holds clocks down
+    # A GPU already running someone's compute, or held down by a throttle reason, would make
+    # every rep suspect and spend the retry budget: refused before anything is built ("warn": said only).
+    busy_gpu: str = "refuse"
+
+
+# a finding's level as a round says it (refuse ends the round, so it is said as an error)
+NOTICE_LEVELS = {"refuse": "error", "warn": "warn", "info": "info"}
 
 
 def finding(code: str, level: str, message: str) -> dict[str, str]:
     assert level in ("refuse", "warn", "info"), level
     return {"code": code, "level": level, "message": message}
+
+
+def notice_level(level: str) -> str:
+    """The notice level of a finding's level; one this version does not know is a warning."""
+    return NOTICE_LEVELS.get(level, "warn")
 
 
 def preflight_findings(facts: dict[str, Any], rules: PreflightRules = PreflightRules()) -> list[dict[str, str]]:
@@ -123,18 +135,10 @@ def gpu_findings(g: dict[str, Any], rules: PreflightRules = PreflightRules()) ->
     if g.get("persistence_mode") == "disabled":
         out.append(finding("persistence-off", "warn",
                            f"{tag}: persistence mode is off; the driver may tear down between runs"))
-    procs = g.get("processes")
-    if isinstance(procs, list) and procs:
-        pids = ", ".join(str(p["pid"]) + (f" ({p['name']})" if p.get("name") else "") for p in procs[:5])
-        out.append(finding("gpu-busy", "warn", f"{tag} already runs compute processes: {pids}"))
+    out += busy_findings(g, tag, rules)
     lim, dflt = g.get("power_limit_w"), g.get("default_power_limit_w")
     if _num(lim) and _num(dflt) and lim < rules.power_limit_share * dflt:
         out.append(finding("power-limit-lowered", "warn", f"{tag} power limit {lim:.0f} W is below its default {dflt:.0f} W"))
-    thr = g.get("throttle")
-    if isinstance(thr, list):
-        bad = [r for r in thr if r in rules.throttle_reasons]
-        if bad:
-            out.append(finding("throttled-now", "warn", f"{tag} is throttled before the round: {', '.join(bad)}"))
     t = g.get("temp_c")
     if _num(t) and t >= rules.gpu_hot_c:
         out.append(finding("gpu-hot", "warn", f"{tag} is at {t:.0f} °C before the round"))
@@ -143,6 +147,29 @@ def gpu_findings(g: dict[str, Any], rules: PreflightRules = PreflightRules()) ->
         out.append(finding("low-gpu-memory", "warn",
                            f"{tag} has {mem['free_bytes'] / 2**30:.1f} GiB free of {mem['total_bytes'] / 2**30:.1f} GiB"))
     out.append(finding("gpu", "info", f"{tag} uuid {g.get('uuid')}"))
+    return out
+
+
+def busy_findings(g: dict[str, Any], tag: str, rules: PreflightRules = PreflightRules()) -> list[dict[str, str]]:
+    """Someone else's compute on the GPU, or clocks held down (a limiting reason, not idle), before
+    the round: refused unless the profile's ``preflight.busy_gpu`` is "warn". Each rep would be
+    suspect for the same cause, so the round would only spend its retry budget and end infra."""
+    level = "warn" if rules.busy_gpu == "warn" else "refuse"
+    then = "" if level == "warn" else " (preflight.busy_gpu = \"warn\" lets the round start anyway)"
+    out = []
+    procs = g.get("processes")
+    if isinstance(procs, list) and procs:
+        named = [f"pid {p.get('pid')}" + (f" ({p['name']})" if p.get("name") else " (name unknown)")
+                 for p in procs if isinstance(p, dict)]
+        more = f" and {len(named) - 8} more" if len(named) > 8 else ""
+        out.append(finding("gpu-busy", level, f"{tag} already runs {len(named)} compute process(es) not "
+                           f"this round's: {', '.join(named[:8])}{more}{then}"))
+    thr = g.get("throttle")
+    if isinstance(thr, list):
+        bad = [r for r in thr if r in rules.throttle_reasons]
+        if bad:
+            out.append(finding("throttled-now", level, f"{tag} is throttled before the round: "
+                               f"{', '.join(bad)}{then}"))
     return out
 
 

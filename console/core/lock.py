@@ -21,14 +21,21 @@ Rules kept here:
   its degrees of freedom): a quiet round does not replace a louder record.
 - Attested figures (seen, not sealed) live under ``attested`` and never move
   a value.
+- A pin belongs to the node it was measured on (``core.fingerprint``): a round reads
+  and moves only the pins of its own fingerprint. A pin of another node under the same
+  name is passed over, with the facts that differ, and this node's pin is kept apart
+  under ``<slot>@<fingerprint>``. A pin written before fingerprints is the node's its
+  cited receipt's host facts give.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from console.core.fingerprint import DIGEST_CHARS, Fingerprint, describe, differences, of_facts, of_receipt
 from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
 from console.core.receipt import SCHEMA_1, as_receipt
@@ -130,6 +137,122 @@ def _profile_view(profile: Any) -> dict[str, Any]:
     return dict(profile)                    # a receipt's "profile" table (rules already under "rules")
 
 
+# --- nodes: whose pin is it? -------------------------------------------------------
+
+NODE_SEP = "@"
+
+
+def node_key(base: str, digest: str) -> str:
+    """The key of a pin kept apart for one node: ``<slot>@<digest>`` (``<node>@<digest>`` for noise)."""
+    return f"{base}{NODE_SEP}{digest}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(slot or node name, fingerprint digest or "") of a lock key."""
+    base, sep, digest = key.rpartition(NODE_SEP)
+    if sep and len(digest) == DIGEST_CHARS and all(c in "0123456789abcdef" for c in digest):
+        return base, digest
+    return key, ""
+
+
+def entry_value(entry: Mapping[str, Any]) -> float:
+    """A baseline's value or a noise entry's sd (or schema-1 spread); 0 when not measured."""
+    for k in ("value", "sd", "spread"):
+        if _finite(entry.get(k)) and entry[k] > 0:
+            return float(entry[k])
+    return 0.0
+
+
+def recorded_node(entry: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]] | None = None
+                  ) -> Fingerprint | None:
+    """The node an entry was measured on: the fingerprint it records, or for one written before
+    fingerprints, the newest receipt it cites that ``receipts`` holds; None when neither is known."""
+    digest = entry.get("fingerprint")
+    if isinstance(digest, str) and digest:
+        facts = entry.get("node_facts")
+        return Fingerprint(digest, dict(facts) if isinstance(facts, Mapping) else {})
+    cited = [x for x in list(entry.get("receipts") or []) + [entry.get("receipt")]
+             if isinstance(x, str) and x in (receipts or {})]
+    return of_receipt(receipts[cited[-1]]) if cited and receipts else None
+
+
+@dataclass(frozen=True)
+class NodePin:
+    """Where a node's pin is read and written, and the pin of another node it passed over."""
+    key: str
+    entry: Mapping[str, Any]
+    passed_over: Mapping[str, Any] | None = None
+
+    @property
+    def value(self) -> float:
+        return entry_value(self.entry)
+
+
+def node_pin(table: Mapping[str, Any], base: str, node: Fingerprint,
+             receipts: Mapping[str, Mapping[str, Any]] | None = None) -> NodePin:
+    """This node's entry for ``base`` (a slot, or a node name in ``noise``).
+
+    Its own ``base@digest`` entry first; else the bare ``base`` entry when it is unmeasured (the
+    first node to measure it records it there) or was measured on this node; else none yet, and
+    the bare entry is passed over with the facts that differ. A bare entry whose node cannot be
+    told (no fingerprint, and its receipt not in ``receipts``: a lock read without its ledger)
+    is taken as this node's, as before fingerprints; a round always reads its lock with the ledger.
+    """
+    own = node_key(base, node.digest)
+    if isinstance(table.get(own), Mapping):
+        return NodePin(own, table[own])
+    bare = table.get(base) if isinstance(table.get(base), Mapping) else {}
+    if entry_value(bare) <= 0:
+        return NodePin(base, bare)
+    there = recorded_node(bare, receipts)
+    if there is None or there.digest == node.digest:
+        return NodePin(base, bare)
+    return NodePin(own, {}, {"key": base, "value": entry_value(bare), "fingerprint": there.digest,
+                             "facts": dict(there.facts), "differs": differences(there, node)})
+
+
+def node_pins(lock: Mapping[str, Any], profile: Any, node: Fingerprint,
+              receipts: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The pins this node is judged against (``receipt.Pins`` fields), and those it passed over."""
+    p = _profile_view(profile)
+    specs = slots_of(p)
+    pins = {n: node_pin(baselines(lock), n, node, receipts) for n in specs}
+    noise = node_pin(lock.get("noise") or {}, str(p["node"]), node, receipts)
+    front = next(n for n, s in specs.items() if s.kind == FRONTIER)
+    guards = {s.guard: n for n, s in specs.items() if s.kind == GUARD}
+    e = noise.entry
+    return {"frontier": pins[front].value, "frontier_slot": pins[front].key,
+            "guards": {g: pins[n].value for g, n in guards.items()},
+            "guard_slots": {g: pins[n].key for g, n in guards.items()},
+            "noise_spread": float(e["spread"]) if _finite(e.get("spread")) else None,
+            "noise_sd": float(e["sd"]) if _finite(e.get("sd")) and e["sd"] > 0 else None,
+            "noise_df": int(e["df"]) if isinstance(e.get("df"), int) and e["df"] > 0 else None,
+            "passed_over": [x.passed_over for x in [*pins.values(), noise] if x.passed_over]}
+
+
+def node_lines(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """Each node the lock's measured pins were measured on (its fingerprint and facts), and its pins."""
+    groups: dict[str, list[str]] = {}
+    for table in ("baselines", "noise"):
+        for key, t in (lock.get(table) or {}).items():
+            if not isinstance(t, Mapping) or entry_value(t) <= 0:
+                continue
+            fp = recorded_node(t, receipts)
+            how = ("" if t.get("fingerprint") else " (written before fingerprints: "
+                   + ("the node of its receipt)" if fp else "its receipt is not at hand: --ledger DIR names its node)"))
+            groups.setdefault(describe(fp) if fp else "unknown", []).append(f"  {table} {key}{how}")
+    if not groups:
+        return ["no measured pins, so no node fingerprints"]
+    return [line for head, pins in groups.items() for line in [f"node {head}", *pins]]
+
+
+def passed_over_sentence(x: Mapping[str, Any], here: str) -> str:
+    """What a round says of a pin of another node it did not use (an entry of ``passed_over``)."""
+    return (f"{x.get('key')}: pin {x.get('value', 0):g} was measured on node {x.get('fingerprint') or '(unknown)'}, "
+            f"this is node {here}; not used, so this round has no such pin and keeps its own apart: "
+            f"{x.get('differs')}")
+
+
 # --- measurement from a sealed receipt ----------------------------------------
 
 @dataclass(frozen=True)
@@ -200,7 +323,7 @@ def _significance(receipt: Mapping[str, Any], significance: float | None) -> flo
 class Change:
     """One decision about one pin. ``hold`` changes nothing and says why."""
     table: str              # "baselines" | "noise"
-    key: str                # slot name or node name
+    key: str                # slot name or node name (``@<fingerprint>`` when kept apart for one node)
     action: str             # "set" | "raise" | "hold" | "replace" (noise only)
     old: float
     new: float | None
@@ -209,6 +332,7 @@ class Change:
     kind: str = ""          # "frontier" | "guard" for baselines
     reason: str = ""
     extra: Mapping[str, Any] | None = None  # further fields a pin records (pooled noise: df, receipts)
+    node: Fingerprint | None = None         # the node the receipt measured on, recorded with the pin
 
     @property
     def moves(self) -> bool:
@@ -233,7 +357,9 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mappi
     its dict); an unusable round moves nothing. ``significance`` (default: the
     receipt's rules) is how far a schema-1 main must outgrow a guard floor before
     the floor follows it. ``ledger`` (id -> sealed receipt) supplies the earlier
-    noise rounds a node's noise pools with.
+    noise rounds a node's noise pools with, and the receipts that tell which node
+    measured a pin written before fingerprints.
+    Only the pins of the receipt's node move (``node_pin``).
     """
     if not isinstance(receipt.get("seal"), Mapping):
         raise LockError("only a sealed receipt can move a pin")
@@ -244,15 +370,26 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mappi
         raise LockError(f"a {receipt.get('kind')!r} receipt measures no pin")
     specs = slots_of(receipt["profile"])
     unusable = _unusable(receipt, verdict)
+    node = of_receipt(receipt)
     changes = []
     for name, spec in specs.items():
-        old = value_of(lock, name)
+        np = node_pin(baselines(lock), name, node, ledger)
         if unusable:
-            changes.append(Change("baselines", name, "hold", old, None, receipt_id, at, spec.kind, unusable))
-            continue
-        m = measure(receipt, spec)
-        changes.append(_decide(name, spec.kind, old, m, receipt_id, at, _significance(receipt, significance)))
+            ch = Change("baselines", np.key, "hold", np.value, None, receipt_id, at, spec.kind, unusable)
+        else:
+            ch = _decide(np.key, spec.kind, np.value, measure(receipt, spec), receipt_id, at,
+                         _significance(receipt, significance))
+        changes.append(_on_node(ch, node, np))
     return changes
+
+
+def _on_node(ch: Change, node: Fingerprint, np: NodePin) -> Change:
+    """The change, recording the node it measured on; a pin of another node it passed over is said."""
+    why = ch.reason
+    if np.passed_over and ch.moves:
+        why += (f"; kept apart from {np.passed_over['key']}, measured on another node "
+                f"({np.passed_over['differs']})")
+    return dataclasses.replace(ch, node=node, reason=why)
 
 
 def _unusable(receipt: Mapping[str, Any], verdict: Any) -> str:
@@ -299,37 +436,38 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
 def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str,
                    verdict: Any = None, ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     node = str((receipt.get("profile") or {}).get("node", ""))
-    old_t = (lock.get("noise") or {}).get(node) or {}
+    here = of_receipt(receipt)
+    np = node_pin(lock.get("noise") or {}, node, here, ledger)
+    old_t, at_key = np.entry, np.key
     legacy = receipt.get("schema") == SCHEMA_1
     key = "spread" if legacy else "sd"
     old = float(old_t.get(key, 0)) if _finite(old_t.get(key, 0)) else 0.0
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
 
-    def hold(why: str) -> list[Change]:
-        return [Change("noise", node, "hold", old, None, rid, at, reason=why)]
+    def change(action: str, new: float | None, why: str, extra: Mapping[str, Any] | None = None) -> list[Change]:
+        return [_on_node(Change("noise", at_key, action, old, new, rid, at, reason=why, extra=extra), here, np)]
     if not node or receipt.get("status") != "complete":
-        return hold("noise receipt is not a complete round on a named node")
+        return change("hold", None, "noise receipt is not a complete round on a named node")
     if verdict is not None and outcome != "noise":
         # a noise round the gate did not accept (claims refused, too few pairs) measures nothing
-        return hold(f"noise verdict is {outcome!r}")
+        return change("hold", None, f"noise verdict is {outcome!r}")
     if legacy:
         spread = noise_spread_of(receipt)
         if spread is None:
-            return hold("noise receipt has no usable noise.spread")
-        return [Change("noise", node, "set" if old <= 0 else "replace", old, spread, rid, at,
-                       reason=f"sealed noise round measured spread {spread:g}")]
+            return change("hold", None, "noise receipt has no usable noise.spread")
+        return change("set" if old <= 0 else "replace", spread, f"sealed noise round measured spread {spread:g}")
     cited = [x for x in old_t.get("receipts") or [] if isinstance(x, str)]
     ledger = ledger or {}
-    earlier = [x for x in cited if x in ledger and x != rid]
+    # only this node's noise pools: an entry written before fingerprints may cite another's
+    earlier = [x for x in cited if x in ledger and x != rid and of_receipt(ledger[x]).digest == here.digest]
     pooled = pooled_noise([ledger[x] for x in earlier] + [receipt])
     if pooled is None:
-        return hold("noise receipt has fewer than three valid pairs")
+        return change("hold", None, "noise receipt has fewer than three valid pairs")
     sd, df = pooled
     dropped = len(cited) - len(earlier)
     why = (f"pooled over {len(earlier) + 1} sealed noise round(s): pair SD {sd:g} on {df} degrees of freedom"
-           + (f" ({dropped} cited receipt(s) not in the ledger were dropped)" if dropped else ""))
-    return [Change("noise", node, "set" if old <= 0 else "pool", old, sd, rid, at, reason=why,
-                   extra={"df": df, "receipts": earlier + [rid]})]
+           + (f" ({dropped} cited receipt(s) not in the ledger or of another node were dropped)" if dropped else ""))
+    return change("set" if old <= 0 else "pool", sd, why, {"df": df, "receipts": earlier + [rid]})
 
 
 def noise_log_ratios(receipt: Mapping[str, Any]) -> list[float]:
@@ -356,11 +494,12 @@ def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[st
 
 
 def pin_fields(ch: Change) -> dict[str, Any]:
+    node = {"fingerprint": ch.node.digest, "node_facts": dict(ch.node.facts)} if ch.node is not None else {}
     if ch.table == "noise":
         if ch.extra:        # pooled pair noise (schema 2)
-            return {"sd": ch.new, **dict(ch.extra), "measured_at": ch.measured_at}
-        return {"spread": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at}
-    return {"value": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, "kind": ch.kind}
+            return {"sd": ch.new, **dict(ch.extra), "measured_at": ch.measured_at, **node}
+        return {"spread": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, **node}
+    return {"value": ch.new, "receipt": ch.receipt, "measured_at": ch.measured_at, "kind": ch.kind, **node}
 
 
 def fresh_lock(profile: Any) -> dict[str, Any]:
@@ -391,11 +530,15 @@ class Finding:
     message: str
 
 
-def stale_findings(lock: Mapping[str, Any], receipt: Mapping[str, Any], significance: float) -> list[Finding]:
-    """Pins that main, in this receipt, measures above by more than ``significance``."""
+def stale_findings(lock: Mapping[str, Any], receipt: Mapping[str, Any], significance: float,
+                   receipts: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
+    """Pins of the receipt's node that main, in this receipt, measures above by more than
+    ``significance`` (``receipts``: the ledger, for pins written before fingerprints)."""
     out = []
+    node = of_receipt(receipt)
     for name, spec in slots_of(receipt["profile"]).items():
-        pinned = value_of(lock, name)
+        np = node_pin(baselines(lock), name, node, receipts)
+        pinned = np.value
         m = measure(receipt, spec)
         if pinned <= 0 or m.value is None:
             continue
@@ -403,7 +546,7 @@ def stale_findings(lock: Mapping[str, Any], receipt: Mapping[str, Any], signific
         if by > significance:
             role = ("tier basis: gains against it are inflated" if spec.kind == FRONTIER
                     else "regression guard: it admits a drop of up to this much")
-            out.append(Finding("pin-stale", name, spec.kind, pinned, m.value, by,
+            out.append(Finding("pin-stale", np.key, spec.kind, pinned, m.value, by,
                                f"{spec.kind} pin {pinned:g} is stale: main measures {m.value:g} "
                                f"(+{by:.1%}, over the {significance:.1%} threshold); as a {role}"))
     return out
@@ -429,12 +572,15 @@ def verify_lock(lock: Mapping[str, Any], ledger_receipts: Mapping[str, Mapping[s
 def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
     def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
         return [Problem(code, msg, file, None, rid, name)]
+    base, digest = split_key(name)
     try:
-        slot = parse_slot(name)
+        slot = parse_slot(base)
     except LockError as e:
         return p("bad-slot", str(e))
     if not isinstance(t, Mapping):
         return p("bad-entry", "expected a table")
+    if bad := _node_record_problem(t, digest):
+        return p("bad-fingerprint", bad)
     value = t.get("value", 0)
     if not _finite(value) or value < 0:
         return p("bad-value", f"value {value!r} must be a finite number >= 0")
@@ -450,7 +596,31 @@ def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]]
                               "from a measured one")
     if rid not in receipts:
         return p("receipt-not-in-ledger", f"cited receipt {rid[:12]} is not sealed in the ledger", rid)
-    return _check_against(slot, t["kind"], float(value), rid, receipts[rid], p)
+    return _check_against(slot, t["kind"], float(value), rid, receipts[rid], p) or _check_node(t, rid, receipts[rid], p)
+
+
+def _node_record_problem(t: Mapping[str, Any], digest: str) -> str:
+    """What is wrong with the node an entry records, on its own: a key kept apart for one node
+    must record that node, and recorded facts must hash to the recorded fingerprint."""
+    fp, facts = t.get("fingerprint"), t.get("node_facts")
+    if "fingerprint" in t and not (isinstance(fp, str) and fp):
+        return f"fingerprint {fp!r} must be a non-empty string"
+    if digest and fp != digest:
+        return f"the key is kept apart for node {digest}, but the entry records {fp!r}"
+    if facts is not None and (not isinstance(facts, Mapping) or of_facts(facts).digest != fp):
+        return f"node_facts do not hash to the recorded fingerprint {fp!r}"
+    return ""
+
+
+def _check_node(t: Mapping[str, Any], rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
+    """A recorded fingerprint must be the cited receipt's node, re-derived from its host facts."""
+    fp = t.get("fingerprint")
+    got = of_receipt(r)
+    if not fp or got.digest == fp:
+        return []
+    recorded = Fingerprint(str(fp), dict(t.get("node_facts") or {}))
+    return p("fingerprint-mismatch", f"lock says node {fp}, the cited receipt's host facts give {got.digest} "
+                                     f"({differences(recorded, got)})", rid)
 
 
 def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
@@ -477,9 +647,12 @@ def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str
     return []
 
 
-def _check_noise(node: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
+def _check_noise(key: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
     def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
-        return [Problem(code, msg, file, None, rid, f"noise.{node}")]
+        return [Problem(code, msg, file, None, rid, f"noise.{key}")]
+    node, digest = split_key(key)
+    if isinstance(t, Mapping) and (bad := _node_record_problem(t, digest)):
+        return p("bad-fingerprint", bad)
     if isinstance(t, Mapping) and "sd" in t:
         return _check_pooled_noise(node, t, receipts, p)
     if not isinstance(t, Mapping) or not _finite(t.get("spread", 0)) or t.get("spread", 0) < 0:
@@ -499,7 +672,7 @@ def _check_noise(node: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], f
         return p("axis-mismatch", f"cited noise receipt was measured on node {got_node!r}", rid)
     if noise_spread_of(r) != spread:
         return p("value-mismatch", f"lock says {spread:g}, the cited receipt gives {noise_spread_of(r)}", rid)
-    return []
+    return _check_node(t, rid, r, p)
 
 
 def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]],
@@ -524,6 +697,8 @@ def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, 
                                       f"{(r.get('profile') or {}).get('node')!r}", rid)
         if r.get("schema") == SCHEMA_1:
             return p("wrong-receipt", "cited noise receipt is schema 1 (a spread, not pair noise)", rid)
+        if bad := _check_node(t, rid, r, p):
+            return bad
     try:
         pooled = pooled_noise([receipts[x] for x in cited])
     except Exception as e:  # an unreadable receipt is a problem to report, not a crash
@@ -535,21 +710,24 @@ def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, 
 
 
 def _stale_problems(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
-    latest: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    """Each pin against the newest round of its own node that measured its slot."""
+    latest: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
     for rid, r in receipts.items():
         if r.get("kind") != "round" or r.get("status") != "complete":
             continue
         try:
+            digest = of_receipt(r).digest
             for name in slots_of(r["profile"]):
-                latest[name] = (rid, r)
+                latest[(name, digest)] = (rid, r)
         except (KeyError, TypeError, LockError):
             continue
     out = []
-    for name in baselines(lock):
-        if name not in latest:
+    for name, t in baselines(lock).items():
+        there = recorded_node(t, receipts) if isinstance(t, Mapping) else None
+        if there is None or (split_key(name)[0], there.digest) not in latest:
             continue
-        rid, r = latest[name]
-        for f in stale_findings(lock, r, _significance(r, None)):
+        rid, r = latest[(split_key(name)[0], there.digest)]
+        for f in stale_findings(lock, r, _significance(r, None), receipts):
             if f.slot == name:
                 out.append(Problem(f.code, f.message, file, None, rid, name, fatal=False))
     return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -293,19 +293,26 @@ def grade_row(ref_row: Any, cand_row: Any) -> RowGrade:
     return RowGrade(kl=kl, top1=1.0 if agree else 0.0, ref_entropy=entropy)
 
 
-def _grade_rows(ref: np.ndarray, cand: np.ndarray, cells: Sequence[tuple[int, int]],
-                depths: Sequence[int], tokens: np.ndarray) -> list[tuple[float, bool, float, float | None]]:
-    buf = _Buffers(ref.shape[2])
-    out = []
-    for d, r in cells:
-        got = _grade_one(ref[d, r], cand[d, r], buf, int(tokens[d, r]))
-        if got is None:
-            for name, a in (("reference logits", ref), ("candidate logits", cand)):
-                row = np.asarray(a[d, r])
-                if not np.isfinite(row).all():
-                    raise ParityInputError(_non_finite_message(name, row, depths[d], r))
-        out.append(got)  # type: ignore[arg-type]
-    return out
+# One row's figures: (kl, argmax agrees, ref entropy, Δp or None).
+RowFigures = tuple[float, bool, float, "float | None"]
+
+
+def _dense_cells(ref: np.ndarray, cand: np.ndarray, depths: Sequence[int],
+                 tokens: np.ndarray) -> Callable[[], Callable[[int, int], RowFigures]]:
+    """Per worker, the grader of one cell (depth index, row) of two full logits grids."""
+    def new_cell() -> Callable[[int, int], RowFigures]:
+        buf = _Buffers(ref.shape[2])
+
+        def cell(d: int, r: int) -> RowFigures:
+            got = _grade_one(ref[d, r], cand[d, r], buf, int(tokens[d, r]))
+            if got is None:
+                for name, a in (("reference logits", ref), ("candidate logits", cand)):
+                    row = np.asarray(a[d, r])
+                    if not np.isfinite(row).all():
+                        raise ParityInputError(_non_finite_message(name, row, depths[d], r))
+            return got  # type: ignore[return-value]
+        return cell
+    return new_cell
 
 
 def next_token_ids(doc: Sequence[int], depths: Sequence[int], rows: int) -> np.ndarray:
@@ -323,7 +330,7 @@ def next_token_ids(doc: Sequence[int], depths: Sequence[int], rows: int) -> np.n
     return out
 
 
-def _token_grid(tokens: Any, n_depths: int, rows: int, vocab: int) -> np.ndarray:
+def token_grid(tokens: Any, n_depths: int, rows: int, vocab: int) -> np.ndarray:
     if tokens is None:
         return np.full((n_depths, rows), -1, dtype=np.int64)
     t = np.asarray(tokens)
@@ -344,26 +351,40 @@ def grade_logits(ref: Any, cand: Any, depths: Sequence[int], rows: int, vocab: i
     releases the GIL in its loops); each row is computed identically whatever the split,
     and rows are averaged in a fixed order, so the result does not depend on ``workers``.
     """
+    depths = check_grid_args(depths, rows, vocab)
+    r_grid = _as_grid(ref, "reference logits", len(depths), rows, vocab)
+    c_grid = _as_grid(cand, "candidate logits", len(depths), rows, vocab)
+    tokens = token_grid(next_tokens, len(depths), rows, vocab)
+    return grade_grid(_dense_cells(r_grid, c_grid, depths, tokens), depths, rows, vocab, workers)
+
+
+def check_grid_args(depths: Sequence[int], rows: int, vocab: int) -> list[int]:
     depths = [int(d) for d in depths]
     if not depths:
         raise ParityInputError("no depths to grade")
     if rows < 1 or vocab < 2:
         raise ParityInputError(f"expected rows >= 1 and vocab >= 2, got rows={rows}, vocab={vocab}")
-    r_grid = _as_grid(ref, "reference logits", len(depths), rows, vocab)
-    c_grid = _as_grid(cand, "candidate logits", len(depths), rows, vocab)
-    tokens = _token_grid(next_tokens, len(depths), rows, vocab)
+    return depths
 
+
+def grade_grid(new_cell: Callable[[], Callable[[int, int], RowFigures]], depths: Sequence[int], rows: int,
+               vocab: int, workers: int = 2) -> list[DepthFigures]:
+    """Every cell graded by ``new_cell()``'s grader (one per worker), summed up per depth: the one
+    place the per-depth figures are made, whatever the reference's form."""
     cells = [(d, r) for d in range(len(depths)) for r in range(rows)]
     workers = max(1, min(int(workers), len(cells)))
     # Contiguous blocks keep each worker's reads sequential in the mapped file.
     size = -(-len(cells) // workers)
     blocks = [cells[i:i + size] for i in range(0, len(cells), size)]
+
+    def run(block: Sequence[tuple[int, int]]) -> list[RowFigures]:
+        cell = new_cell()
+        return [cell(d, r) for d, r in block]
     if len(blocks) == 1:
-        results = _grade_rows(r_grid, c_grid, blocks[0], depths, tokens)
+        results = run(blocks[0])
     else:
         with ThreadPoolExecutor(max_workers=len(blocks)) as pool:
-            parts = list(pool.map(lambda b: _grade_rows(r_grid, c_grid, b, depths, tokens), blocks))
-        results = [x for part in parts for x in part]
+            results = [x for part in pool.map(run, blocks) for x in part]
 
     max_entropy = math.log(vocab)
     figures = []

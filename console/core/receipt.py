@@ -84,6 +84,7 @@ class Rep:
     telemetry: dict[str, Any] | None = None  # the per-rep telemetry summary
     suspect: list[str] = field(default_factory=list)   # why the node may have moved this rep
     settle: dict[str, Any] | None = None     # the quiet start before it
+    repeat: int = 1                     # times the run repeated its timed section (bench.min_seconds); tokens counts all
 
     @property
     def key(self) -> RepKey:
@@ -104,7 +105,10 @@ class Rep:
         return self.status in EXCLUDED
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.repeat == 1:
+            del out["repeat"]       # absent, as in the receipts that predate it
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Rep":
@@ -117,7 +121,8 @@ class Rep:
                    refusals=[str(x) for x in d.get("refusals") or []],
                    peak_mem_bytes=_opt_int(d.get("peak_mem_bytes")),
                    log_tail=[str(x) for x in d.get("log_tail") or []], telemetry=d.get("telemetry"),
-                   suspect=[str(x) for x in d.get("suspect") or []], settle=d.get("settle"))
+                   suspect=[str(x) for x in d.get("suspect") or []], settle=d.get("settle"),
+                   repeat=int(d.get("repeat") or 1))
 
 
 # --- builds ----------------------------------------------------------------------------
@@ -365,6 +370,9 @@ class Pins:
     noise_sd: float | None = None       # the node's pair noise (log SD), pooled over its noise rounds
     noise_df: int | None = None         # its degrees of freedom
     lock_path: str | None = None        # the lock the pins were read from
+    # pins of the same name measured on another node (another fingerprint), not used:
+    # {key, value, fingerprint, facts, differs}
+    passed_over: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -377,7 +385,8 @@ class Pins:
                    guards={str(k): float(v or 0.0) for k, v in (d.get("guards") or {}).items()},
                    guard_slots={str(k): str(v) for k, v in (d.get("guard_slots") or {}).items()},
                    noise_spread=_opt_float(d.get("noise_spread")), noise_sd=_opt_float(d.get("noise_sd")),
-                   noise_df=_opt_int(d.get("noise_df")), lock_path=d.get("lock_path"))
+                   noise_df=_opt_int(d.get("noise_df")), lock_path=d.get("lock_path"),
+                   passed_over=[dict(x) for x in d.get("passed_over") or [] if isinstance(x, Mapping)])
 
 
 @dataclass
@@ -487,6 +496,7 @@ class Receipt:
     preflight: dict[str, Any] = field(default_factory=dict)
     apparatus: Apparatus | None = None
     inputs: Inputs | None = None
+    bundle: dict[str, Any] | None = None    # a round from a bundle: {path, manifest_sha256, …} (console bundle)
     builds: dict[str, Build] = field(default_factory=dict)
     lock: Pins = field(default_factory=Pins)
     parity: ParityRecord = field(default_factory=ParityRecord)
@@ -496,6 +506,7 @@ class Receipt:
     verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
     noise: dict[str, Any] | None = None     # noise receipts: the gate's noise report
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
+    sizing: dict[str, Any] | None = None    # bench.min_seconds: how the timed runs were sized (core.sizing)
     seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.ledger)
 
     @property
@@ -544,12 +555,14 @@ class Receipt:
                        profile=ProfileRecord.from_dict(d.get("profile")), runtime=dict(d.get("runtime") or {}),
                        host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
                        apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
+                       bundle=d.get("bundle"),
                        builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
                        lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
                        accuracy=AccuracyRecord.from_dict(d.get("accuracy")),
                        reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
                        verdict=d.get("verdict"), noise=d.get("noise"),
-                       sequential=Sequential.from_dict(d.get("sequential")), seal=d.get("seal"))
+                       sequential=Sequential.from_dict(d.get("sequential")), sizing=d.get("sizing"),
+                       seal=d.get("seal"))
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ReceiptError):
                 raise
@@ -558,8 +571,8 @@ class Receipt:
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,
 # or belong to one kind of round only).
-_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "accuracy", "summary", "verdict", "noise",
-                  "sequential", "seal")
+_OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "bundle", "accuracy", "summary", "verdict", "noise",
+                  "sequential", "sizing", "seal")
 
 
 def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:

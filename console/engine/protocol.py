@@ -312,14 +312,15 @@ def read_row_logits(path: str | os.PathLike[str], vocab: int, max_bytes: int) ->
     return _read_npy(path, [(vocab,)], max_bytes)
 
 
-def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_bytes: int) -> np.ndarray:
-    name = os.fspath(path)
+def open_regular(name: str, max_bytes: int, what: str = "logits file") -> tuple[Any, int]:
+    """(binary file, size) of a regular file no larger than ``max_bytes``, opened without following
+    a symbolic link; anything else raises ``ParityInputError``."""
     try:
         # no symlinks (they could point at any host file), and non-blocking so a FIFO
         # planted in the output directory cannot hang the console
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise ParityInputError(f"{name}: logits file does not exist") from None
+        raise ParityInputError(f"{name}: {what} does not exist") from None
     except OSError as e:
         if os.path.islink(name):
             raise ParityInputError(f"{name}: is a symbolic link, not a file the engine wrote") from None
@@ -328,10 +329,16 @@ def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_b
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise ParityInputError(f"{name}: not a regular file")
-    with os.fdopen(fd, "rb") as f:
-        size = st.st_size
-        if size > max_bytes:
-            raise ParityInputError(f"{name}: {size} bytes, over the limit of {max_bytes} bytes")
+    if st.st_size > max_bytes:
+        os.close(fd)
+        raise ParityInputError(f"{name}: {st.st_size} bytes, over the limit of {max_bytes} bytes")
+    return os.fdopen(fd, "rb"), st.st_size
+
+
+def _read_npy(path: str | os.PathLike[str], accept: list[tuple[int, ...]], max_bytes: int) -> np.ndarray:
+    name = os.fspath(path)
+    f, size = open_regular(name, max_bytes)
+    with f:
         head = f.read(min(size, len(_NPY_MAGIC) + 2 + 4 + _MAX_HEADER))
         dtype, shape, fortran, offset = _npy_header(name, head)
 

@@ -3,11 +3,15 @@
 The reference is what every build's parity is graded against. It is captured
 from the profile's reference command (for the demo an independent numpy
 implementation of the same model), validated by the same strict reader as any
-engine's output, stored as float32 and pinned by its sha256.
+engine's output, stored in the profile's format (float32 logits, or their top-k form:
+console.core.topk) and pinned by its sha256. Beside it, its record says how it was made,
+including its backend (console.core.backend): where it was computed, which a round's builds
+must match.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -19,15 +23,19 @@ from typing import Callable
 import numpy as np
 
 from . import protocol
+from ..core.backend import Backend, backend_of
 from ..errors import InfraError
 from ..profile import Profile
 from .sources import sha256_path
 from ..results.store import utc_now
 
 
-def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False) -> str:
+def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False,
+            runtime: str = "docker", sdists: Path | None = None) -> str:
+    """``runtime`` builds the pinned reference source (docker, or local on nodes without Docker);
+    ``sdists``: a bundle's, the only place its sdist is taken from (no pip)."""
     if profile.reference.runtime == "docker":
-        return _capture_docker(profile, log, write_profile)
+        return _capture_build(profile, log, write_profile, runtime, sdists)
     p = profile.parity
     with tempfile.TemporaryDirectory(prefix="bench-console-ref-") as tmp:
         out = Path(tmp)
@@ -42,8 +50,13 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
             raise InfraError(f"the reference command exited with {r.returncode}", "Read its output above.")
         arr = protocol.read_logits(out / p.output, depths=len(p.depths), rows=p.rows, vocab=p.vocab,
                                    max_bytes=1 << 31)
+    # an independent program, not a build of the engine: no compiler or build to match
+    from ..round.node import host_facts
+    here = backend_of(host=host_facts(None), preflight=None, gpus=False, runtime="local",
+                      threads=profile.run.threads, offload=profile.run.gpus, compiler=None, build=None)
     return _store(profile, arr, log, write_profile, {"runtime": "local", "command": argv,
-                                                      "engine": profile.reference.engine})
+                                                      "engine": profile.reference.engine,
+                                                      "backend": here.to_dict()})
 
 
 def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_profile: bool,
@@ -51,16 +64,13 @@ def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_
     p = profile.parity
     # The pinned file is replaced only by the pinned bytes, or when the pin is updated with
     # it; otherwise the capture lands beside it, so a stray capture cannot break later rounds.
-    side = Path(p.reference).with_suffix(".captured.npy")
-    tmp_dest = side.with_suffix(".npy.tmp")
-    with open(tmp_dest, "wb") as f:
-        np.save(f, arr.astype(np.float32))
-        f.flush()
-        os.fsync(f.fileno())
-    sha = sha256_path(tmp_dest)
-    dest = Path(p.reference) if (write_profile or sha == p.reference_sha256) else side
-    os.replace(tmp_dest, dest)
-    log(f"wrote {dest}")
+    pinned = Path(p.reference)
+    side = pinned.with_name(f"{pinned.stem}.captured{pinned.suffix}")
+    data = _reference_bytes(profile, arr)
+    sha = hashlib.sha256(data).hexdigest()
+    dest = pinned if (write_profile or sha == p.reference_sha256) else side
+    _write_atomic(dest, data)
+    log(f"wrote {dest} ({len(data)} bytes, {p.reference_format} format)")
     if sha == p.reference_sha256 or write_profile:
         # how it was made, beside it: the round puts this in the receipt
         meta = {**meta, "reference_sha256": sha, "document_sha256": sha256_path(Path(p.document)),
@@ -72,22 +82,55 @@ def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_
     return sha
 
 
-def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile: bool) -> str:
-    """Build the pinned reference source in the pinned image with the profile's harness, make the
-    document from its text if the profile gives one, and capture the logits through the harness."""
+def _reference_bytes(profile: Profile, arr: np.ndarray) -> bytes:
+    """The reference file in the profile's format: float32 logits (.npy), or their top-k form (.npz)."""
+    p = profile.parity
+    if p.reference_format == "topk":
+        from ..core import parity, topk
+        from . import reffile
+        doc = [int(w) for w in Path(p.document).read_bytes().split()]
+        return reffile.topk_bytes(topk.compress(arr, p.top_k, parity.next_token_ids(doc, p.depths, p.rows)))
+    out = io.BytesIO()
+    np.save(out, np.asarray(arr, dtype=np.float32))
+    return out.getvalue()
+
+
+def _node(profile: Profile, rt, log: Callable[[str], None]) -> tuple[Backend, bool]:
+    """Where the reference build computes on this node (core.backend), and whether its logits run
+    gets the GPUs, decided as a round decides it."""
+    from ..round.node import backend, gpu_facts, host_facts, open_telemetry, use_gpus
+    host = host_facts(rt)
+    tele = open_telemetry("host" if profile.run.gpus == "none" else "auto")
+    try:
+        host.update(gpu_facts(tele))
+        facts = tele.preflight_facts(window_s=0.1) if host.get("gpus") else None
+    finally:
+        tele.close()
+    gpus = use_gpus(profile.run.gpus, rt, host, lambda level, code, message: log(f"{level}: {message}"))
+    here = backend(profile, rt.kind, host, facts, gpus, command=profile.reference.command)
+    log(f"backend: {here.kind} on {here.gpu_name or here.cpu_model} ({here.runtime})")
+    return here, gpus
+
+
+def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: bool, runtime: str,
+                   sdists: Path | None) -> str:
+    """Build the pinned reference source with the profile's harness (in the pinned image, or with the
+    host's asserted tools), make the document from its text if the profile gives one, and capture the
+    logits through the harness."""
     from . import sources
     from ..round.inputs import check_model
     from ..round.plan import DOC_NAME, logits_argv
-    from ..runtime.docker import DockerRuntime
+    from ..round.node import make_runtime
 
     p = profile.parity
     model = check_model(profile)
     source = profile.reference.source or profile.source
-    rt = DockerRuntime(round_label="reference")
     with tempfile.TemporaryDirectory(prefix="bench-console-ref-") as tmp:
         work = Path(tmp)
+        rt = make_runtime(runtime, "reference", work)
+        here, gpus = _node(profile, rt, log)
         log(f"reference source: {sources.spec_label(source)}")
-        snap = sources.snapshot(source, work / "src", exclude=profile.exclude)
+        snap = sources.snapshot(source, work / "src", exclude=profile.exclude, sdists=sdists)
         harness_sha = sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None
         built = _reference_build(rt, profile, snap, harness_sha, log)
         models = {f.name: f.path for f in profile.model}
@@ -108,7 +151,7 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
             argv = logits_argv(profile.reference.command, profile)
             log("$ " + " ".join(argv))
             res = rt.run(built, argv, src_dir=snap.dir, inputs_dir=inputs, out_dir=work / "out",
-                         run=profile.run, label="reference/logits", models=models)
+                         run=profile.run, label="reference/logits", models=models, gpus=gpus)
             for line in protocol.log_tail(res.stderr)[-10:]:
                 log(line)
             if res.exit_code != 0:
@@ -118,10 +161,11 @@ def _capture_docker(profile: Profile, log: Callable[[str], None], write_profile:
                                        vocab=p.vocab, max_bytes=1 << 31)
         finally:
             rt.cleanup_round()
-    meta = {"runtime": "docker", "source": snap.record, "image_id": built.image_id,
+    meta = {"runtime": rt.kind, "source": snap.record, "image_id": built.image_id,
             "base_image_id": built.base_image_id, "compiler": built.compiler, "tools": built.tools,
             "command": argv, "engine": profile.reference.engine, "harness_tree_sha256": harness_sha,
-            "model": model, "weights_sha256": model[0]["sha256"] if model else None}
+            "model": model, "weights_sha256": model[0]["sha256"] if model else None,
+            "backend": here.to_dict()}
     return _store(profile, arr, log, write_profile, meta)
 
 

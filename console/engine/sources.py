@@ -42,7 +42,9 @@ def parse_spec(text: str, like: Source | None = None) -> Source | tuple[str, str
 
 
 def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None = None,
-             exclude: tuple[str, ...] = ()) -> Snapshot:
+             exclude: tuple[str, ...] = (), sdists: Path | None = None) -> Snapshot:
+    """``sdists``: a bundle's directory of sdists, the only place a pinned sdist is taken from
+    when given (no pip, no index)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():
         shutil.rmtree(dest)
@@ -73,7 +75,7 @@ def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None =
         shutil.rmtree(dest / ".git")
         record = {"git": spec.git, "ref": spec.ref, "commit": commit}
     elif spec.pypi:
-        sdist = fetch_sdist(spec.pypi)
+        sdist = bundled_sdist(spec.pypi, sdists) if sdists is not None else fetch_sdist(spec.pypi)
         _extract(sdist, spec.subtree or "", dest, exclude)
         record = {"pypi": spec.pypi, "sdist": sdist.name, "sdist_sha256": sha256_path(sdist)}
         if spec.subtree:
@@ -137,14 +139,12 @@ def cache_dir() -> Path:
 def fetch_sdist(requirement: str) -> Path:
     """The sdist of a pinned requirement, downloaded once with pip from the index this
     machine's pip uses; its sha256 goes into the receipt like a git commit would."""
-    name, version = requirement.split("==")
+    name = requirement.split("==")[0]
     dest = cache_dir() / "sdists"
     dest.mkdir(parents=True, exist_ok=True)
-    norm = name.replace("-", "_").lower()
 
     def cached() -> list[Path]:
-        return [p for p in dest.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
-                and p.name.endswith((".tar.gz", ".zip"))]
+        return sdists_in(dest, requirement)
     if cached():
         return cached()[0]
     import sys
@@ -157,6 +157,27 @@ def fetch_sdist(requirement: str) -> Path:
         why = (r.stderr.strip().splitlines() or ["no sdist was downloaded"])[-1][:300]
         raise UsageError(f"cannot download the sdist of {requirement} with pip: {why}",
                          "Check the name and version and that pip reaches its package index.")
+    return found[0]
+
+
+def sdists_in(directory: Path, requirement: str) -> list[Path]:
+    """The sdists of ``name==version`` in a directory (pip writes the name normalised with '_')."""
+    name, version = requirement.split("==")
+    norm = name.replace("-", "_").lower()
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.name.lower().startswith(f"{norm}-{version}.")
+                  and p.name.endswith((".tar.gz", ".zip")))
+
+
+def bundled_sdist(requirement: str, directory: Path) -> Path:
+    """The sdist of a pinned requirement from a bundle: never pip, never the index. The bundle was
+    checked against its manifest before the round started; a requirement it lacks is refused."""
+    found = sdists_in(directory, requirement)
+    if not found:
+        raise UsageError(f"the bundle has no sdist of {requirement} (looked in {directory})",
+                         "Make the bundle for this source: `console bundle --profile PROFILE --candidate "
+                         f"pypi:{requirement} DIR` on a machine that reaches the package index.")
     return found[0]
 
 

@@ -81,6 +81,30 @@ def matches(pattern: str, what: str) -> Check:
 
 SHA256 = matches("[0-9a-f]{64}", "64 lowercase hex digits")
 SIZE = matches("[0-9]+[kmgKMG]", "a size like '512m' or '2g'")
+IMAGE_ID = matches("sha256:[0-9a-f]{64}", "an image ID 'sha256:' and 64 lowercase hex digits")
+# a fully qualified CDI device name: vendor.com/class=name (the CDI spec's grammar, slightly simplified)
+_CDI = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]/[A-Za-z][A-Za-z0-9_-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*")
+_COMPONENT = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def _cdi_devices(v: tuple[str, ...]) -> str | None:
+    bad = [d for d in v if not _CDI.fullmatch(d)]
+    if bad:
+        return f"expected fully qualified CDI device names like 'nvidia.com/gpu=all', got {bad[0]!r}"
+    return None if len(set(v)) == len(v) else "expected each device once"
+
+
+def _components(v: tuple[str, ...]) -> str | None:
+    bad = [c for c in v if not _COMPONENT.fullmatch(c)]
+    if bad:
+        return f"expected Debian archive components like 'main' or 'non-free', got {bad[0]!r}"
+    if "main" not in v or len(set(v)) != len(v):
+        return "expected 'main' (debootstrap's own packages are there) and each component once"
+    return None
+
+
+CDI_DEVICES = Check(_cdi_devices, {"items": {"type": "string", "pattern": _CDI.pattern}})
+COMPONENTS = Check(_components, {"minItems": 1, "items": {"type": "string", "pattern": _COMPONENT.pattern}})
 
 
 def increasing(v: tuple[int, ...]) -> str | None:

@@ -23,8 +23,8 @@ from ..core.queue import QueueRules
 from ..core.receipt import ProfileRecord
 from ..core.rules import GateRules, Guard
 from ..engine.adapters import ADAPTERS
-from .checks import (NONEMPTY, SHA256, SIZE, Check, ExistingFile, Int, Num, Place, Str, Strs, argv,
-                     increasing, key, loading, refuse, within)
+from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, Check, ExistingFile, Int, Num,
+                     Place, Str, Strs, argv, increasing, key, loading, refuse, within)
 
 TABLE = ConfigDict(extra="forbid")      # an unknown key is an error that names it
 
@@ -35,7 +35,7 @@ def table(cls: type) -> type:
 
 Adapter = Literal[tuple(sorted(ADAPTERS))]
 COMMON_PLACEHOLDERS = {"threads", "model"}
-BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill"} | COMMON_PLACEHOLDERS
+BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill", "repeat"} | COMMON_PLACEHOLDERS
 PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"} | COMMON_PLACEHOLDERS
 TOKENIZE_PLACEHOLDERS = {"text", "out"} | COMMON_PLACEHOLDERS
 REFERENCE_PLACEHOLDERS = PARITY_PLACEHOLDERS | {"python", "profile_dir"}
@@ -127,11 +127,35 @@ def _in_module(module: str, rel: str) -> str | None:
 
 
 @dataclass(frozen=True, config=TABLE, kw_only=True)
+class HostToolchain:
+    """Under ``--runtime local`` there is no image: the host's own tools build, asserted like the
+    image's. Each key left out means the image's value (a Debian 12 host matches the CPU images)."""
+    compiler: Annotated[Str, key("the exact first line of the host compiler's version output", "image.compiler")] = ""
+    compiler_probe: Annotated[Strs, key("the command that prints it", "image.compiler_probe")] = ()
+    tools: Annotated[tuple[Tool, ...] | None, key("the host's tools, asserted", "image.tools")] = None
+    path: Annotated[Strs, key("directories put before /usr/local/bin:/usr/bin:/bin for builds and runs "
+                              "(e.g. /usr/local/cuda/bin)")] = ()
+
+
+@table
+class BaseArchive:
+    """A base made elsewhere (a site's mirror of nvidia/cuda, say): a `docker save` archive, pinned
+    by the image ID it must load as. Nothing is installed on it: builds have no network."""
+    path: Annotated[Place, key("the archive `docker save` wrote (.tar), relative to the profile")]
+    id: Annotated[Str, IMAGE_ID, key("the image ID it must load as (sha256:…); builds start from it")]
+
+
+@dataclass(frozen=True, config=TABLE, kw_only=True)
 class ImageSpec:
     base: Annotated[Str, key("a local image tag, an image ID or a digest (sha256:…), "
                              "made by `console images bootstrap`")]
     suite: Annotated[Str, key("the Debian suite the bootstrap uses")] = "bookworm"
+    components: Annotated[Strs, COMPONENTS, key(
+        "the archive components debootstrap reads and the image's apt sources name "
+        "(e.g. main, contrib, non-free)")] = ("main",)
     packages: Annotated[Strs, key("packages the base includes")] = ("gcc", "libc6-dev", "make")
+    base_archive: Annotated[BaseArchive | None, key(
+        "instead of debootstrap: load the base from this archive ({path, id}) and tag it as base")] = None
     compiler: Annotated[Str, key("the exact first line of the compiler's version output")]
     compiler_probe: Annotated[Strs, NONEMPTY, key("the command that prints the compiler version")] = (
         "gcc", "--version")
@@ -141,6 +165,38 @@ class ImageSpec:
     compiler_cache: Annotated[Literal["none", "ccache"], key(
         "reuse compiled objects of identical inputs across builds: ccache, which the base must include "
         "(list it in tools to assert its version), with its store kept on this node per base image and compiler")] = "none"
+    host: Annotated[HostToolchain, key("what --runtime local asserts on the host instead of the image",
+                                       "the image's compiler and tools")] = HostToolchain()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_base(cls, data: Any, info: ValidationInfo) -> Any:
+        """An archive's image is used as it is: the keys that make a base with debootstrap would say
+        something the base does not hold, and its tag is the name the loaded image gets."""
+        if not (loading(info) and isinstance(data, dict) and data.get("base_archive") is not None):
+            return data
+        for k in ("suite", "components", "packages"):
+            if k in data:
+                raise refuse(f"expected no '{k}' with base_archive: the archive's image is used as it is "
+                             "(builds have no network to add packages)", k)
+        base = data.get("base")
+        if isinstance(base, str) and (base.startswith("sha256:") or "@" in base):
+            raise refuse("expected a local tag (repository:tag) with base_archive: the loaded image is "
+                         "tagged with it", "base")
+        return data
+
+    @property
+    def base_ref(self) -> str:
+        """What builds start from: the archive's pinned ID, else ``base``."""
+        return self.base_archive.id if self.base_archive is not None else self.base
+
+    def toolchain(self, runtime: str) -> tuple[str, tuple[str, ...], tuple[Tool, ...]]:
+        """The compiler line, its probe and the tools a build under ``runtime`` must find."""
+        if runtime != "local":
+            return self.compiler, self.compiler_probe, self.tools
+        h = self.host
+        return (h.compiler or self.compiler, h.compiler_probe or self.compiler_probe,
+                self.tools if h.tools is None else h.tools)
 
 
 @table
@@ -150,11 +206,21 @@ class RunSpec:
     pids: Annotated[Int, within(8), key("a run's process limit")] = 64
     timeout_s: Annotated[Num, within(1), key("seconds a run may take")] = 120.0
     gpus: Annotated[Literal["none", "optional", "required"], key("whether runs get the GPUs")] = "none"
+    cdi_devices: Annotated[Strs, CDI_DEVICES, key(
+        "with gpus: the CDI devices runs get (e.g. 'nvidia.com/gpu=all'), for a Docker daemon that hands "
+        "GPUs out by CDI; none: the equivalent of `docker run --gpus all`")] = ()
     env: Annotated[Strs, key("names of host variables passed through (nothing else is)")] = ()
     user: Annotated[Str, key("uid:gid runs are started as (non-root by default)")] = "65534:65534"
     output_limit_mb: Annotated[Int, within(1), key(
         "MB the output directory may hold",
         "64, or more: what the logits command writes (depths x rows x vocab float32s) and a margin")] = 64
+
+    @model_validator(mode="after")
+    def _devices_need_gpus(self, info: ValidationInfo) -> RunSpec:
+        if loading(info) and self.cdi_devices and self.gpus == "none":
+            raise refuse("expected run.gpus = 'optional' or 'required' with cdi_devices: runs without "
+                         "GPUs get no device", "cdi_devices")
+        return self
 
     @property
     def threads(self) -> int:
@@ -185,6 +251,9 @@ class BenchSpec:
     adapter: Annotated[Adapter, key("how the bench's stdout is read")] = "bench_result"
     mode: Annotated[Literal["harness", "serve"], key(
         "runs of the bench command, or blocks of requests through the engine's server ([server])")] = "harness"
+    min_seconds: Annotated[Num, within(0), key(
+        "engine seconds each timed run must reach: the console repeats the timed section within the run "
+        "({repeat}), sized once per round from full-length warm-ups (for fast devices)", "0: one section per run")] = 0.0
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> BenchSpec:
@@ -197,6 +266,9 @@ class BenchSpec:
             raise refuse(f"expected fewer than bench.tokens ({self.tokens})", "short_tokens")
         if self.mode == "harness" and not self.command:
             raise refuse("missing; expected the bench command (argv)", "command")
+        if self.min_seconds > 0 and (self.mode == "serve" or not any("{repeat}" in a for a in self.command)):
+            raise refuse("expected a bench command that takes {repeat} (harness mode): without it the console "
+                         "cannot lengthen a run", "min_seconds")
         return self
 
 
@@ -210,8 +282,14 @@ class ParitySpec:
     document: Annotated[Place, key("the token-id document (made by `console reference capture` "
                                    "when text is given)")]
     document_sha256: Annotated[Str, key("the sha256 of the token-id document")]
-    reference: Annotated[Place, key("the reference logits (.npy)")]
-    reference_sha256: Annotated[Str, key("the sha256 of the reference logits")] = ""
+    reference: Annotated[Place, key("the reference: full logits (.npy), or its top-k form (.npz) with "
+                                    "reference_format = 'topk'")]
+    reference_sha256: Annotated[Str, key("the sha256 of the reference file")] = ""
+    reference_format: Annotated[Literal["full", "topk"], key(
+        "'full': every logit of every row (float32 .npy); 'topk': per row the reference's top_k tokens' "
+        "log-probabilities and the rest's total (.npz, docs/PROTOCOL.md), KL graded over those k + 1 "
+        "outcomes")] = "full"
+    top_k: Annotated[Int, within(1), key("with reference_format = 'topk': tokens kept per row (fewer than vocab)")] = 1024
     depths: Annotated[tuple[Int, ...], Check(increasing, {"minItems": 1}), key(
         "the depths parity is checked at (strictly increasing)")] = DEPTHS
     rows: Annotated[Int, within(1), key("logit rows per depth (at most the smallest depth)")] = 1
@@ -242,6 +320,11 @@ class ParitySpec:
             raise refuse(f"expected an existing file, but {self.document} does not exist", "document")
         if self.text and not self.tokenize:
             raise refuse("expected the command that tokenises parity.text", "tokenize")
+        if self.reference_format == "topk" and self.top_k >= self.vocab:
+            raise refuse(f"expected fewer than parity.vocab ({self.vocab}): the rest of the vocabulary is the "
+                         "tail the top-k form keeps one total for", "top_k")
+        if self.reference_format == "topk" and not self.reference.endswith(".npz"):
+            raise refuse("expected a .npz file with reference_format = 'topk'", "reference")
         if self.scored_path_depth not in self.depths:
             raise refuse(f"expected one of parity.depths {list(self.depths)}", "scored_path_depth")
         if self.scored_path_tokens >= self.scored_path_depth:

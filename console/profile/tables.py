@@ -212,6 +212,9 @@ class PreflightTable(Table):
         _P.power_limit_share)
     throttle_reasons: Annotated[Strs, key("clock-event reasons that mean the node holds clocks down")] = (
         _P.throttle_reasons)
+    busy_gpu: Annotated[Literal["refuse", "warn"], key(
+        "a GPU running another compute process, or throttled by one of throttle_reasons, before the round: "
+        "refused (exit 3, nothing built) or only said")] = _P.busy_gpu
 
 
 class QueueTable(Table):

@@ -15,6 +15,7 @@ from tomlkit.items import Table
 
 from . import store
 from ..core import lock as L
+from ..core.fingerprint import Fingerprint
 from ..errors import UsageError
 from ..profile import Profile
 
@@ -44,7 +45,14 @@ def apply_changes(doc: tomlkit.TOMLDocument, changes: Iterable[L.Change]) -> Non
         if ch.moves:
             table = _table(_table(doc, ch.table, super_table=True), ch.key)
             for k, v in L.pin_fields(ch).items():
-                _set_keep_comment(table, k, v)
+                _set_keep_comment(table, k, _inline(v) if isinstance(v, dict) else v)
+
+
+def _inline(d: dict[str, Any]) -> Any:
+    """A small table on its key's line (a pin's node facts), not a table header of its own."""
+    t = tomlkit.inline_table()
+    t.update(d)
+    return t
 
 
 def record_attested(doc: tomlkit.TOMLDocument, slot: str, value: float, source: str, at: str, note: str = "") -> None:
@@ -107,15 +115,17 @@ def ensure(path: Path, profile: Profile, template: Path | None = None) -> Path:
     return path
 
 
-def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> dict:
-    """The pins a round is judged against (0 = not measured).
+def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path | None = None) -> dict:
+    """The pins a round on ``node`` is judged against (0 = not measured), and the pins of other
+    nodes it passed over (``core.lock.node_pins``).
 
     With ``ledger_dir``, every non-zero pin must first trace to a sealed receipt there:
     a hand-edited floor or frontier would otherwise judge the round unseen.
     """
     m = model(store.read_lock(path))
-    if ledger_dir is not None:
-        bad = [p for p in L.verify_lock(m, store.ledger_receipts(ledger_dir), file=str(path)) if p.fatal]
+    receipts = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
+    if receipts is not None:
+        bad = [p for p in L.verify_lock(m, receipts, file=str(path)) if p.fatal]
         if bad:
             raise UsageError(f"{path} does not trace to the ledger in {ledger_dir}: "
                              + "; ".join(str(p) for p in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
@@ -128,24 +138,18 @@ def pins_for(path: Path, profile: Profile, ledger_dir: Path | None = None) -> di
         if locked and locked != pinned:
             raise UsageError(f"{path}: key 'parity.{key}': the lock pins {locked}, the profile {pinned}",
                              "A reference moved: recapture it deliberately and update both, or restore the pinned one.")
-    guards = L.guard_slots(profile)
-    noise = (m.get("noise") or {}).get(profile.node) or {}
-    spread, sd, df = noise.get("spread"), noise.get("sd"), noise.get("df")
-    return {"frontier": L.value_of(m, L.frontier_slot(profile)), "frontier_slot": L.frontier_slot(profile),
-            "guards": {g: L.value_of(m, slot) for g, slot in guards.items()},
-            "guard_slots": guards, "noise_spread": float(spread) if spread not in (None, "") else None,
-            "noise_sd": float(sd) if sd not in (None, "", 0) else None, "noise_df": int(df) if df else None,
-            "lock_path": str(path)}
+    return {**L.node_pins(m, profile, node, receipts), "lock_path": str(path)}
 
 
 def update(path: Path, receipt_id: str, sealed: dict, verdict: dict, profile: Profile,
            ledger_dir: Path | None = None):
     """Apply a sealed receipt's raise-only changes; return (changes that moved, stale findings).
-    ``ledger_dir`` holds the earlier noise rounds a node's noise pools with."""
+    ``ledger_dir`` holds the earlier noise rounds a node's noise pools with, and the receipts
+    that say which node measured a pin written before fingerprints."""
     doc = store.read_lock(path)
     m = model(doc)
-    findings = L.stale_findings(m, sealed, profile.gate.significance) if sealed.get("kind") == "round" else []
-    ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None and sealed.get("kind") == "noise" else None
+    ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
+    findings = L.stale_findings(m, sealed, profile.gate.significance, ledger) if sealed.get("kind") == "round" else []
     changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance, ledger=ledger)
     apply_changes(doc, changes)
     store.write_lock(path, doc)

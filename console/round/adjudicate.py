@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
 from .. import events as ev
 from ..engine import protocol
 from ..core import adjudication as adj
-from ..core import parity
+from ..core import parity, topk
 from ..core.adjudication import Adjudication, Variant
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT
-from .parity import LOGITS_MAX_BYTES, next_tokens
+from .parity import LOGITS_MAX_BYTES, drop_logits, next_tokens
 from .plan import DOC_NAME, fill, logits_argv
 from .reps import Bench
 
 Emit = Callable[[ev.Event], None]
 
 
-def settle(b: Bench, border: dict[int, float], ref: np.ndarray, same_as_main: bool, emit: Emit,
+def settle(b: Bench, border: dict[int, float], ref: topk.Reference, same_as_main: bool, emit: Emit,
            check_abort: Callable[[], None]) -> Adjudication:
     p = b.profile
     spec = p.adjudication
@@ -49,7 +47,7 @@ def settle(b: Bench, border: dict[int, float], ref: np.ndarray, same_as_main: bo
     return record
 
 
-def _variant(b: Bench, name: str, args: list[str], ref: np.ndarray, emit: Emit,
+def _variant(b: Bench, name: str, args: list[str], ref: topk.Reference, emit: Emit,
              check_abort: Callable[[], None]) -> Variant:
     p = b.profile
     v = Variant(name=name, args=args)
@@ -64,9 +62,10 @@ def _variant(b: Bench, name: str, args: list[str], ref: np.ndarray, emit: Emit,
                                           + " | ".join(protocol.log_tail(res.stderr or res.stdout)[-2:]))
         arr = protocol.read_logits(out_dir / p.parity.output, depths=len(p.parity.depths), rows=p.parity.rows,
                                    vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
-        figs = parity.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab,
-                                   next_tokens=next_tokens(b))
+        figs = topk.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab,
+                                 next_tokens=next_tokens(b))
         v.kl = {f.depth: f.kl for f in figs}
+        drop_logits(b, out_dir / p.parity.output)
     except parity.ParityInputError as e:
         v.error = f"the reference with {' '.join(args)}: {e}"
     emit(ev.AdjudicationStep(step="variant", message=f"reference with {name} ({' '.join(args)}): " + (

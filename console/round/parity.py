@@ -11,8 +11,9 @@ from typing import Callable
 import numpy as np
 
 from .. import events as ev
-from ..engine import protocol
-from ..core import gate, parity
+from ..engine import protocol, reffile
+from ..core import gate, parity, topk
+from ..core.backend import BackendCheck
 from ..core.adjudication import Adjudication
 from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
@@ -23,14 +24,22 @@ LOGITS_MAX_BYTES = 1 << 30
 Emit = Callable[[ev.Event], None]
 
 
-def read_reference(b: Bench) -> np.ndarray:
+def read_reference(b: Bench) -> topk.Reference:
+    """The pinned reference in the profile's format (``parity.reference_format``): full logits, or
+    the compact top-k form, whose rows' next tokens must be the round's document's."""
     p = b.profile
     try:
-        return protocol.read_logits(p.parity.reference, depths=len(p.parity.depths), rows=p.parity.rows,
-                                    vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
+        ref = reffile.read_reference(p.parity.reference, p.parity.reference_format, depths=len(p.parity.depths),
+                                     rows=p.parity.rows, vocab=p.parity.vocab, k=p.parity.top_k,
+                                     max_bytes=LOGITS_MAX_BYTES)
+        if isinstance(ref, topk.TopK) and not np.array_equal(ref.next_token, next_tokens(b)):
+            raise parity.ParityInputError("its rows' next tokens are not the document's: it was captured over "
+                                          "another document")
+        return ref
     except parity.ParityInputError as e:
-        raise UsageError(f"{p.path}: key 'parity.reference': the reference logits do not fit the profile: {e}",
-                         "Recapture the reference (`console reference capture`) or fix parity.depths/rows/vocab.") from None
+        raise UsageError(f"{p.path}: key 'parity.reference': the reference does not fit the profile: {e}",
+                         "Recapture the reference (`console reference capture`) or fix "
+                         "parity.depths/rows/vocab/reference_format/top_k.") from None
 
 
 def next_tokens(b: Bench) -> np.ndarray:
@@ -41,7 +50,7 @@ def next_tokens(b: Bench) -> np.ndarray:
     return parity.next_token_ids(doc, p.parity.depths, p.parity.rows)
 
 
-def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[], None]) -> ParitySide:
+def logits_side(b: Bench, build: str, ref: topk.Reference, check_abort: Callable[[], None]) -> ParitySide:
     """Run one build's logits command over the document and grade it against the reference."""
     p = b.profile
     argv = logits_argv(p.parity.command, p)
@@ -57,11 +66,20 @@ def logits_side(b: Bench, build: str, ref: np.ndarray, check_abort: Callable[[],
     try:
         arr = protocol.read_logits(out_dir / p.parity.output, depths=len(p.parity.depths),
                                    rows=p.parity.rows, vocab=p.parity.vocab, max_bytes=LOGITS_MAX_BYTES)
-        figs = parity.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab,
-                                   next_tokens=next_tokens(b))
+        figs = topk.grade_logits(ref, arr, p.parity.depths, p.parity.rows, p.parity.vocab,
+                                 next_tokens=next_tokens(b))
     except parity.ParityInputError as e:
         return ParitySide(error=str(e), wall_s=wall)
-    return ParitySide(logits_sha256=sha256_file(out_dir / p.parity.output), depths=list(figs), wall_s=wall)
+    sha = sha256_file(out_dir / p.parity.output)
+    drop_logits(b, out_dir / p.parity.output)
+    return ParitySide(logits_sha256=sha, depths=list(figs), wall_s=wall)
+
+
+def drop_logits(b: Bench, path: Path) -> None:
+    """Graded logits are not kept (201 MB a build for llama.cpp's 32 rows): the receipt holds their
+    figures and sha256, and nothing is copied to the results; ``--keep-work`` keeps the file."""
+    if not b.keep_work:
+        path.unlink(missing_ok=True)
 
 
 def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: Emit,
@@ -78,7 +96,7 @@ def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench,
                        error=side.error))
 
 
-def scored_path(b: Bench, build: str, ref: np.ndarray, emit: Emit, record: Callable[[Rep, Path], None]) -> PathFigures:
+def scored_path(b: Bench, build: str, ref: topk.Reference, emit: Emit, record: Callable[[Rep, Path], None]) -> PathFigures:
     """Run the timed path over the real document and grade its final logits against the reference."""
     p = b.profile
     depth = p.parity.scored_path_depth - p.parity.scored_path_tokens
@@ -93,7 +111,7 @@ def scored_path(b: Bench, build: str, ref: np.ndarray, emit: Emit, record: Calla
     else:
         try:
             row = protocol.read_row_logits(out_dir / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES)
-            g = parity.grade_row(ref[p.parity.depths.index(p.parity.scored_path_depth), -1], row)
+            g = topk.grade_row(ref, p.parity.depths.index(p.parity.scored_path_depth), -1, row)
             result.top1, result.kl = g.top1, g.kl
         except parity.ParityInputError as e:
             result.error = f"bench_logits.npy: {e}"
@@ -145,12 +163,17 @@ def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
     return out
 
 
-def new_record(b: Bench, meta: dict | None = None) -> ParityRecord:
-    """The reference as the receipt names it; ``meta`` is how it was captured (its build, command
-    and weights), and whether that build was main's own source."""
+def new_record(b: Bench, meta: dict | None = None, backend: BackendCheck | None = None) -> ParityRecord:
+    """The reference as the receipt names it; ``meta`` is how it was captured (its build, command,
+    weights and backend), and whether that build was main's own source; ``backend`` is the round's
+    backend against the reference's (core.backend.compare, re-derivable from its two sides)."""
     p = b.profile
     ref = {"sha256": p.parity.reference_sha256, "document_sha256": p.parity.document_sha256,
            "depths": list(p.parity.depths), "rows": p.parity.rows, "vocab": p.parity.vocab}
+    if p.parity.reference_format != "full":
+        ref.update(format=p.parity.reference_format, top_k=p.parity.top_k)
+    if backend is not None:
+        ref["backend"] = backend.to_dict()
     if meta:
         ref["captured"] = {k: v for k, v in meta.items() if k != "same_as_main"}
         ref["same_as_main"] = bool(meta.get("same_as_main"))

@@ -35,6 +35,7 @@ class RoundConfig:
     keep_work: bool = False
     fresh: bool = False             # pool nothing with earlier rounds of the same experiment
     rebuild: bool = False           # build both again even where an image of the same build key exists
+    bundle: Any = None              # an engine.bundle.Bundle, checked: sdists come from it alone (no pip)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Item:
     tokens: int
     context: str
     metric: str = ""                # "" = the profile's bench.metric
+    repeat: int = 1                 # timed sections in the one run (bench.min_seconds, core.sizing)
 
     @property
     def label(self) -> str:
@@ -55,7 +57,7 @@ class Item:
 
 
 def _items(p: Profile, phase: str, order: list[str], start: int, depth: int, tokens: int,
-           metric: str = "", first: int = 0) -> list[Item]:
+           metric: str = "", first: int = 0, repeat: int = 1) -> list[Item]:
     """Items for ``order`` (one build name per run), the k-th of each build numbered k."""
     ctx = "seek" if p.bench.shortcut == "seek" else "doc"
     counts: dict[str, int] = {}
@@ -63,25 +65,27 @@ def _items(p: Profile, phase: str, order: list[str], start: int, depth: int, tok
     for b in order:
         i = counts.get(b, first)
         counts[b] = i + 1
-        out.append(Item(b, phase, i, start + len(out), depth, tokens, ctx, metric or p.bench.metric))
+        out.append(Item(b, phase, i, start + len(out), depth, tokens, ctx, metric or p.bench.metric, repeat))
     return out
 
 
 def schedule_head(p: Profile) -> list[Item]:
     """Warm-ups, then the short differential runs, interleaved (a serving round has none: its
     client timed every token, so there is no engine claim for a wall-clock differential to check)."""
-    warm = _items(p, "warmup", ["main", "candidate"] * p.bench.warmup, 0, p.bench.depth, p.bench.short_tokens)
+    # with bench.min_seconds the warm-ups run one full timed section: they size the timed runs
+    warm_tokens = p.bench.tokens if p.bench.min_seconds > 0 else p.bench.short_tokens
+    warm = _items(p, "warmup", ["main", "candidate"] * p.bench.warmup, 0, p.bench.depth, warm_tokens)
     if p.bench.mode == "serve":
         return warm
     return warm + _items(p, "short", stats.interleaved_order(p.bench.short_reps), len(warm), p.bench.depth,
                          p.bench.short_tokens)
 
 
-def timed_pair(p: Profile, k: int, start: int) -> list[Item]:
+def timed_pair(p: Profile, k: int, start: int, repeat: int = 1) -> list[Item]:
     """The k-th pair of timed reps: main first on even pairs, the candidate first on odd
     ones (A B B A …), so linear drift cancels over pairs."""
     order = ["main", "candidate"] if k % 2 == 0 else ["candidate", "main"]
-    return _items(p, "timed", order, start, p.bench.depth, p.bench.tokens, first=k)
+    return _items(p, "timed", order, start, p.bench.depth, p.bench.tokens, first=k, repeat=repeat)
 
 
 def schedule_tail(p: Profile, start: int) -> list[Item]:
@@ -93,18 +97,20 @@ def schedule_tail(p: Profile, start: int) -> list[Item]:
     return items
 
 
-def make_schedule(p: Profile, pairs: int) -> list[Item]:
+def make_schedule(p: Profile, pairs: int, repeat: int = 1) -> list[Item]:
     """The whole schedule for a fixed number of timed pairs (a noise round's; a round's
     timed pairs run until decided, between ``schedule_head`` and ``schedule_tail``)."""
     items = schedule_head(p)
     for k in range(pairs):
-        items += timed_pair(p, k, len(items))
+        items += timed_pair(p, k, len(items), repeat)
     return items + schedule_tail(p, len(items))
 
 
 def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) -> dict[str, Any]:
     """The plan a round starts with: journaled first, so ``console resume`` can rebuild the round."""
     p = cfg.profile
+    # a round from a bundle says which, so that a resumed one reads the same bundle
+    bundle = {"bundle": str(cfg.bundle.root)} if cfg.bundle is not None else {}
     return {"round_id": round_id, "kind": cfg.kind, "reps": pair_budget(cfg), "depth": p.bench.depth,
             "sequential": cfg.kind == "round",
             # for progress: reps before and after the timed pairs, and the timed part's minutes budget
@@ -117,7 +123,7 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
             "main": spec_text(cfg.main), "candidate": spec_text(cfg.candidate),
             "out_dir": str(cfg.out_dir), "profile_path": p.path, "started_at": started_at,
             "lock_path": str(cfg.lock_path) if cfg.lock_path else None, "fresh": cfg.fresh,
-            "rebuild": cfg.rebuild}
+            "rebuild": cfg.rebuild, **bundle}
 
 
 def pair_budget(cfg: RoundConfig) -> int:

@@ -35,11 +35,12 @@ class Bench:
     models: dict[str, str] | None = None    # model file name -> host path, mounted read-only
     # a serving round's reps are blocks of requests through the build's server (round.serve)
     blocks: Callable[[Item, int, Path], tuple[Rep, RunResult]] | None = None
+    keep_work: bool = False         # --keep-work: large outputs (parity logits) are kept after grading
 
 
 def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
     """What the console saw of one run: its status, its wall clock, and its result line if valid."""
-    parse = ADAPTERS[p.bench.adapter](res.stdout, metric=item.metric or p.bench.metric, tokens=item.tokens,
+    parse = ADAPTERS[p.bench.adapter](res.stdout, metric=item.metric or p.bench.metric, tokens=item.tokens * item.repeat,
                                       depth=item.depth, context=item.context)
     if res.killed_reason == "timeout":
         status = "timeout"
@@ -56,11 +57,11 @@ def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
     if res.killed_reason == "output limit":
         refusals.append(f"the output directory passed its limit of {p.run.output_limit_mb} MB")
     return Rep(build=item.build, phase=item.phase, index=item.index, position=item.position, attempt=attempt,
-               depth=item.depth, tokens=item.tokens, context=item.context, status=status,
+               depth=item.depth, tokens=item.tokens * item.repeat, context=item.context, status=status,
                exit_code=res.exit_code, wall_s=round(res.wall_s, 6),
                value=parse.result["value"] if (parse.ok and status == "ok") else None,
                reported=parse.result, refusals=refusals, peak_mem_bytes=res.peak_mem_bytes,
-               log_tail=tail[-protocol.LOG_TAIL_LINES:])
+               log_tail=tail[-protocol.LOG_TAIL_LINES:], repeat=item.repeat)
 
 
 def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]) -> tuple[Rep, Path, RunResult]:
@@ -73,7 +74,8 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]
         rep, res = b.blocks(item, attempt, out_dir)
     else:
         argv = fill(p.bench.command, p, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
-                    doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric)
+                    doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric,
+                    repeat=str(item.repeat))
         # The runtime opens the telemetry window when the engine starts and closes it when it
         # exits: container start and teardown are the apparatus, not a neighbour.
         res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import events as ev
-from ..core import apparatus, gate, reruns
+from ..core import apparatus, fingerprint, gate, reruns
+from ..core.backend import BackendCheck
+from ..core import lock as lockrules
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
 from ..engine import sources
 from ..engine.adapters import WRITES_LOGITS
@@ -31,7 +33,7 @@ from . import serve
 from .adjudicate import settle
 from .builds import Builder
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
-from .node import host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
+from .node import backend, check_backend, gpu_facts, host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
 from .reps import Bench
 from .speed import Speed
@@ -57,6 +59,7 @@ class Round:
         self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
         self._servers: serve.Servers | None = None      # a serving round's servers
+        self._backend: BackendCheck | None = None      # the round's backend against the reference's
 
     # --- public --------------------------------------------------------------
 
@@ -199,7 +202,8 @@ class Round:
         left = self._clear_leftovers(rt)
         host = host_facts(rt)
         self._tele = tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
-        host["gpus"] = tele.gpus() if hasattr(tele, "gpus") else []
+        host.update(gpu_facts(tele))
+        host["fingerprint"] = fingerprint.of_host(host).to_dict()     # which machine this is: the lock's key
         self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
                                    host=host, plan=self._plan(rt.kind, started_at)))
         if left:
@@ -207,6 +211,9 @@ class Round:
         if cfg.resume:
             self._notice("info", "resumed", f"resuming round {self.round_id}: "
                          f"{len(cfg.resume.reps)} rep(s) already recorded are kept")
+        if cfg.bundle is not None:
+            self._notice("info", "bundle", f"from the bundle {cfg.bundle.root} (manifest sha256 "
+                         f"{cfg.bundle.manifest_sha256[:12]}), checked against its manifest: no pip, no index")
         inputs = work / "inputs"
         inputs.mkdir()
         check_pins(p)
@@ -220,17 +227,20 @@ class Round:
         self._ref_meta = reference_meta(p)
         return Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at, profile=p.record(),
                        runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
-                       host=host, lock=self._lock_pins(),
-                       inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None)
+                       host=host, lock=self._lock_pins(fingerprint.of_host(host)),
+                       inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None,
+                       bundle=cfg.bundle.record() if cfg.bundle is not None else None)
 
     def _sources(self, work: Path) -> dict[str, sources.Snapshot]:
-        """Both trees, snapshotted once: what is hashed is what is built."""
+        """Both trees, snapshotted once: what is hashed is what is built. From a bundle, a pinned
+        sdist is taken from it alone: no pip, no index."""
         p, cfg = self.p, self.cfg
         self._emit(ev.PhaseStarted(phase="sources"))
-        main = sources.snapshot(cfg.main, work / "src-main", exclude=p.exclude)
+        sdists = cfg.bundle.sdists if cfg.bundle is not None else None
+        main = sources.snapshot(cfg.main, work / "src-main", exclude=p.exclude, sdists=sdists)
         check_protected(p, main)
         cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
-                                                                 exclude=p.exclude)
+                                                                 exclude=p.exclude, sdists=sdists)
         self._ref_meta = same_as_main(self._ref_meta, main)
         return {"main": main, "candidate": cand}
 
@@ -249,7 +259,12 @@ class Round:
         self._emit(ev.PhaseStarted(phase="preflight"))
         receipt.preflight = self._tele.preflight(rules=self.p.preflight)
         refuse_unfit(receipt.preflight, self._notice)
-        self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self._notice)
+        self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self._notice, self.p.run)
+        if self._gpus and hasattr(self._runtime, "gpu_request"):     # how Docker was asked for them
+            receipt.runtime["gpu_request"] = self._runtime.gpu_request(self.p.run)
+        # the reference must have been computed where these builds will compute (core.backend)
+        here = backend(self.p, self._runtime.kind, receipt.host, receipt.preflight, self._gpus)
+        self._backend = check_backend(self.p, here, self._ref_meta, self._notice)
 
     def _builds(self, snaps: dict[str, sources.Snapshot], receipt: Receipt, work: Path) -> Bench:
         """main, then the candidate (main's own build in a noise round), and the bench over them."""
@@ -261,7 +276,8 @@ class Round:
         receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
         return Bench(rt=self._runtime, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()},
                      inputs=work / "inputs", work=work, gpus=self._gpus, tele=self._tele,
-                     preflight=receipt.preflight, profile=self.p, models={f.name: f.path for f in self.p.model})
+                     preflight=receipt.preflight, profile=self.p, models={f.name: f.path for f in self.p.model},
+                     keep_work=self.cfg.keep_work)
 
     # --- steps -----------------------------------------------------------------
 
@@ -295,16 +311,20 @@ class Round:
                                                fresh=self.cfg.fresh)
         return self._look_back
 
-    def _lock_pins(self) -> Pins:
+    def _lock_pins(self, node: fingerprint.Fingerprint) -> Pins:
+        """This node's pins; a pin of the same name measured on another node is said and not used."""
         pins = Pins(anchor=self.p.gate.anchor, guards={g.name: 0.0 for g in self.p.gate.guards})
         lock = self.cfg.lock_path
         if lock and Path(lock).exists():
-            pins = Pins.from_dict({**pins.to_dict(), **lockfile.pins_for(Path(lock), self.p, ledger_dir=self.cfg.out_dir)})
+            pins = Pins.from_dict({**pins.to_dict(),
+                                   **lockfile.pins_for(Path(lock), self.p, node, ledger_dir=self.cfg.out_dir)})
+        for x in pins.passed_over:
+            self._notice("warn", "pin-other-node", lockrules.passed_over_sentence(x, node.digest))
         return pins
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:
         ref = checks.read_reference(b)
-        par = receipt.parity = checks.new_record(b, self._ref_meta)
+        par = receipt.parity = checks.new_record(b, self._ref_meta, self._backend)
         record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
         # the bench's own output can be checked (a serving round's is checked through its server)
         serving = self.p.bench.mode == "serve"

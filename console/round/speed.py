@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events as ev
-from ..core import gate, health, reruns, sequential
+from ..core import gate, health, reruns, sequential, sizing
 from ..core.receipt import Receipt, Rep, RepKey, Sequential
 from ..core.verdict import json_safe
 from ..engine.adapters import WRITES_LOGITS
@@ -58,13 +58,42 @@ class Speed:
         head = schedule_head(p)
         self._emit(ev.PhaseStarted(phase="warm"))
         run(head)
+        repeat = self.size(receipt, [r for k, reps in done.items() if k.phase == "timed" for r in reps])
         self._emit(ev.PhaseStarted(phase="reps"))
-        pairs = self.timed_pairs(receipt, run, len(head), done)
+        pairs = self.timed_pairs(receipt, run, len(head), done, repeat)
         run(schedule_tail(p, len(head) + 2 * pairs))
+        self.check_sized(receipt)
         if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter] and p.bench.mode != "serve":
             receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
 
-    def timed_pairs(self, receipt: Receipt, run: Callable[[list[Item]], None], start: int, done: dict) -> int:
+    def size(self, receipt: Receipt, resumed: list[Rep]) -> int:
+        """Repeats per timed run (bench.min_seconds), from the full-length warm-ups; recorded. A resumed
+        round keeps the size its timed reps already ran with, so all its pairs are alike."""
+        if self.p.bench.min_seconds <= 0:
+            return 1
+        if resumed:
+            receipt.sizing = sizing.Sizing(self.p.bench.min_seconds, resumed[0].repeat, None,
+                                           "kept from the timed reps before the interruption").to_dict()
+            return resumed[0].repeat
+        probes = [(r.build, float(r.reported["elapsed_s"])) for r in receipt.reps
+                  if r.phase == "warmup" and r.status in ("ok", "suspect") and r.reported
+                  and isinstance(r.reported.get("elapsed_s"), (int, float))]
+        s = sizing.size_repeats(self.p.bench.min_seconds, probes)
+        receipt.sizing = s.to_dict()
+        self._notice("info", "sized", f"timed runs repeat their section {s.repeat} time(s): {s.basis}")
+        return s.repeat
+
+    def check_sized(self, receipt: Receipt) -> None:
+        if not receipt.sizing:
+            return
+        short = sizing.short_of(receipt.sizing, [float(r.reported["elapsed_s"]) for r in receipt.reps
+                                                 if r.phase == "timed" and r.status == "ok" and r.reported])
+        receipt.sizing["reached"] = short is None
+        if short:
+            self._notice("warn", "under-sized", short)
+
+    def timed_pairs(self, receipt: Receipt, run: Callable[[list[Item]], None], start: int, done: dict,
+                    repeat: int = 1) -> int:
         """Timed pairs until the outcome is decided or the budget is spent; returns the pairs run.
 
         A noise round runs its whole budget (it measures, it decides nothing). A round looks
@@ -81,7 +110,7 @@ class Speed:
         seq = receipt.sequential
         started, k, stopped, decided_at = time.monotonic(), 0, "budget-pairs", None
         while k < limit:
-            run(timed_pair(p, k, start + 2 * k))
+            run(timed_pair(p, k, start + 2 * k, repeat))
             k += 1
             if cfg.kind == "noise":
                 continue

@@ -32,6 +32,13 @@ def store_for(base_image_id: str, compiler: str) -> Path:
     return path
 
 
+def build_env(store: Path, root: Path) -> dict[str, str]:
+    """ccache's settings for a build outside an image (the image's Dockerfile sets the same): the
+    node's store, and paths made relative to the build's own root so two builds' objects match."""
+    return {"CCACHE_DIR": str(store), "CCACHE_BASEDIR": str(root), "CCACHE_NOHASHDIR": "true",
+            "CCACHE_MAXSIZE": "256M"}
+
+
 def replace_store(store: Path, chunks) -> int:
     """Unpack the image's ``/ccache`` (a tar stream from the daemon) as the new store; its bytes."""
     parent = store.parent

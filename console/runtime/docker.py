@@ -214,15 +214,32 @@ class DockerRuntime:
             "docker_runtimes": sorted((info.get("Runtimes") or {}).keys()),
             "cgroup_version": str(info.get("CgroupVersion", "?")),
             "storage_driver": info.get("Driver", "?"),
+            "cdi_spec_dirs": list(info.get("CDISpecDirs") or []),
         }
 
-    def has_gpu_runtime(self) -> bool:
-        """Whether `--gpus`-style device requests can work: an `nvidia` runtime registered with
-        the daemon, or (the container toolkit's default) the hook the daemon calls for them."""
-        if "nvidia" in (self.client.info().get("Runtimes") or {}):
-            return True
+    def has_gpu_runtime(self, run: RunSpec | None = None) -> bool:
+        """Whether the run's device request can work. CDI devices (``run.cdi_devices``): the daemon
+        reads CDI specs (it lists their directories; none means CDI is off). `--gpus`: an `nvidia`
+        runtime registered with the daemon, the hook the daemon calls for them (the container
+        toolkit's default), or CDI with the toolkit's CDI hook (Docker 28.3+ turns `--gpus` into
+        `nvidia.com/gpu` CDI devices then)."""
         import shutil
-        return shutil.which("nvidia-container-runtime-hook") is not None
+        info = self.client.info()
+        cdi = bool(info.get("CDISpecDirs"))
+        if run is not None and run.cdi_devices:
+            return cdi
+        if "nvidia" in (info.get("Runtimes") or {}):
+            return True
+        return shutil.which("nvidia-container-runtime-hook") is not None or (
+            cdi and shutil.which("nvidia-cdi-hook") is not None)
+
+    @staticmethod
+    def gpu_request(run: RunSpec) -> dict:
+        """The device request a run with GPUs gets (docker-py's DeviceRequest keywords; the receipt
+        keeps it): the profile's CDI devices, else the equivalent of `--gpus all`."""
+        if run.cdi_devices:
+            return {"driver": "cdi", "device_ids": list(run.cdi_devices)}
+        return {"count": -1, "capabilities": [["gpu"]]}
 
     def cleanup_round(self) -> int:
         """Remove every container of this round (the normal end of a round)."""
@@ -277,7 +294,7 @@ class DockerRuntime:
     def recipe(self, image: ImageSpec) -> dict[str, str]:
         """What this runtime puts into every build besides the trees and commands: the pinned base
         (by ID) and the Dockerfile, by digest. Part of a build's key."""
-        return {"runtime": self.kind, "base_image_id": self.base_image_id(image.base),
+        return {"runtime": self.kind, "base_image_id": self.base_image_id(image.base_ref),
                 "recipe_sha256": hashlib.sha256(DOCKERFILE.read_bytes()).hexdigest()}
 
     def find_build(self, build: str, key: str, image: ImageSpec, not_id: str = "") -> BuildResult | None:
@@ -292,7 +309,7 @@ class DockerRuntime:
             return None
         img = found[0]
         labels = img.labels or {}
-        return BuildResult(build=build, image_id=img.id, base_image_id=self.base_image_id(image.base),
+        return BuildResult(build=build, image_id=img.id, base_image_id=self.base_image_id(image.base_ref),
                            compiler=labels.get(f"{LABEL}.compiler", image.compiler), seconds=0.0,
                            tools={t.name: t.expect for t in image.tools}, engine_files=self._engine_files(img.id),
                            key=key, reused_from={"round": labels.get(f"{LABEL}.origin", ""),
@@ -300,7 +317,7 @@ class DockerRuntime:
 
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
               harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
-        base_id = self.base_image_id(image.base)
+        base_id = self.base_image_id(image.base_ref)
         store = compiler_cache.store_for(base_id, image.compiler) if image.compiler_cache == "ccache" else None
         context = _build_context(src_dir, harness, store)
         t0 = time.monotonic()
@@ -394,7 +411,8 @@ class DockerRuntime:
 
         env = {k: os.environ[k] for k in run.env if k in os.environ}
         kwargs = dict(
-            command=argv, detach=True, network_mode="none", read_only=True, user=run.user,
+            # the argv is the whole command: a base's entrypoint (nvidia/cuda's prints a banner) is not run
+            command=argv, entrypoint=[], detach=True, network_mode="none", read_only=True, user=run.user,
             mounts=[Mount(SRC_ROOT, str(src_dir), type="bind", read_only=True),
                     Mount(INPUTS_ROOT, str(inputs_dir), type="bind", read_only=True),
                     Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False),
@@ -411,7 +429,7 @@ class DockerRuntime:
             log_config=LogConfig(type="json-file", config={"max-size": "8m", "max-file": "1"}),
         )
         if gpus:
-            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [DeviceRequest(**self.gpu_request(run))]
         return kwargs
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,

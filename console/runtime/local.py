@@ -8,7 +8,9 @@ and in LIMITS.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import HarnessSpec, ImageSpec, RunSpec
+from ..engine.sources import cache_dir
+from . import compiler_cache
 from .base import (ENGINE_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Served, Watch, Watchdog, dir_bytes, parse_size)
 
@@ -43,6 +47,7 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._servers: list[subprocess.Popen] = []
+        self._path = _BASE_ENV["PATH"]     # the last build's PATH: its runs see the same tools
 
     def host_facts(self) -> dict:
         return {"docker": "not used"}
@@ -70,43 +75,98 @@ class LocalRuntime:
     # --- builds --------------------------------------------------------------
 
     def recipe(self, image: ImageSpec) -> dict[str, str]:
-        """The host's own tools build here; the key still names the tree, commands and asserted tools."""
-        return {"runtime": self.kind, "base_image_id": "host"}
+        """No image: the key names the host's asserted toolchain, its search path and the machine."""
+        compiler, _, tools = image.toolchain(self.kind)
+        return {"runtime": self.kind, "base_image_id": "host", "compiler": compiler, "machine": platform.machine(),
+                "tools": "\n".join(f"{t.name}={t.expect}" for t in tools), "path": _search_path(image.host.path)}
 
     def find_build(self, build: str, key: str, image: ImageSpec, not_id: str = "") -> BuildResult | None:
-        """Local builds live in the round's work directory and go with it: nothing to reuse."""
-        return None
+        """A finished build of the same key on this node (kept under the node cache, as an image would
+        be); its engine files are hashed again, not taken from its record."""
+        if not key:
+            return None
+        kept = _builds_dir() / key
+        try:
+            meta = json.loads((kept / "build.json").read_text())
+        except (OSError, ValueError):
+            return None
+        engine = kept / "engine"
+        image_id = "local:" + tree_digest(engine)
+        if image_id == not_id:
+            return None
+        return BuildResult(build=build, image_id=image_id, base_image_id="host", compiler=meta["compiler"],
+                           seconds=0.0, root=str(kept), tools=meta.get("tools") or {}, engine_files=_files(engine),
+                           key=key, reused_from={"round": meta.get("origin", ""), "image_id": image_id,
+                                                 "built_at": meta.get("built_at", "")})
+
+    def _keep(self, root: Path, key: str, origin: str, compiler: str, tools: dict[str, str]) -> None:
+        """Keep a finished build's engine directory under its key (atomically: a crash keeps none)."""
+        dest = _builds_dir() / key
+        if not key or dest.exists():
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=dest.parent))
+        shutil.copytree(root / "engine", tmp / "engine", symlinks=True)
+        (tmp / "build.json").write_text(json.dumps({"compiler": compiler, "tools": tools, "origin": origin,
+                                                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        try:
+            os.replace(tmp, dest)
+        except OSError:     # another process kept the same key first
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
               harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
-        found = _probe(image.compiler_probe)
-        if found != image.compiler:
-            raise CompilerMismatch(build, image.compiler, found)
+        found, tools = self._assert_toolchain(build, image, on_log)
+        self._path = _search_path(image.host.path)
+        shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        for d in ("engine", "build"):
+            (root / d).mkdir()
+        # The same contract as the image: install under $PREFIX, scratch in $BUILD_DIR (both this
+        # build's own, so no build can reuse another's directory), plus the image's fixed paths.
+        env = {"PATH": self._path, "LC_ALL": "C", "PREFIX": str(root / "engine"), "BUILD_DIR": str(root / "build")}
+        store = None
+        if image.compiler_cache == "ccache":
+            store = compiler_cache.store_for("host", found)
+            env.update(compiler_cache.build_env(store, root))
+            self._sh(build, "ccache --zero-stats >/dev/null", root, on_log, env)
+        self._sh(build, map_paths(image.build, root, None, None), root / "src", on_log, env)
+        cache = None
+        if store is not None:
+            lines: list[str] = []
+            self._sh(build, f"ccache --print-stats | sed 's/^/{compiler_cache.STATS_PREFIX}/'", root,
+                     lambda line: (lines.append(line), on_log(line)), env)
+            cache = {"tool": "ccache", **compiler_cache.parse_stats(lines), "store_bytes": dir_bytes(store)}
+        if harness is not None:
+            shutil.copytree(harness.path, root / "harness", symlinks=True)
+            self._sh(build, map_paths(harness.build, root, None, None), root / "harness", on_log, env)
+        files = _files(root / "engine")
+        self._keep(root, key, origin, found, tools)
+        return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
+                           base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
+                           root=str(root), tools=tools, engine_files=files, key=key, compiler_cache=cache)
+
+    def _assert_toolchain(self, build: str, image: ImageSpec, on_log: LogSink) -> tuple[str, dict[str, str]]:
+        """The host's compiler and tools, each the exact version the profile pins (image.host, else the image's)."""
+        compiler, probe, pinned = image.toolchain(self.kind)
+        path = _search_path(image.host.path)
+        found = _probe(probe, path)
+        if found != compiler:
+            raise CompilerMismatch(build, compiler, found)
         on_log(f"bench-console: compiler ok: {found}")
         tools = {}
-        for t in image.tools:
-            tools[t.name] = _probe(t.probe)
+        for t in pinned:
+            tools[t.name] = _probe(t.probe, path)
             if tools[t.name] != t.expect:
                 raise CompilerMismatch(build, t.expect, tools[t.name], tool=t.name)
             on_log(f"bench-console: tool ok: {t.name}: {tools[t.name]}")
-        shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        (root / "engine").mkdir()
-        self._sh(build, map_paths(image.build, root, None, None), root / "src", on_log)
-        if harness is not None:
-            shutil.copytree(harness.path, root / "harness", symlinks=True)
-            self._sh(build, map_paths(harness.build, root, None, None), root / "harness", on_log)
-        files = {str(p.relative_to(root / "engine")): hashlib.sha256(p.read_bytes()).hexdigest()
-                 for p in sorted((root / "engine").rglob("*")) if p.is_file()}
-        return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
-                           base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
-                           root=str(root), tools=tools, engine_files=files, key=key)
+        return found, tools
 
-    def _sh(self, build: str, cmd: str, cwd: Path, on_log: LogSink) -> None:
+    def _sh(self, build: str, cmd: str, cwd: Path, on_log: LogSink, env: dict[str, str] | None = None) -> None:
         on_log(f"$ {cmd}")
         proc = subprocess.Popen(["sh", "-ec", cmd], cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", env=_BASE_ENV,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", env=env or _BASE_ENV,
                                 start_new_session=True)
         with self._lock:
             self._proc = proc
@@ -143,7 +203,7 @@ class LocalRuntime:
         root = Path(built.root)
         model_dir = self._model_links(models)
         args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
-        env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
+        env = {**_BASE_ENV, "PATH": self._path, **{k: os.environ[k] for k in run.env if k in os.environ}}
         log = out_dir / "server.log"
         with open(log, "wb") as sink:
             try:
@@ -177,7 +237,7 @@ class LocalRuntime:
         root = Path(built.root)
         model_dir = self._model_links(models)
         args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
-        env = dict(_BASE_ENV, **{k: os.environ[k] for k in run.env if k in os.environ})
+        env = {**_BASE_ENV, "PATH": self._path, **{k: os.environ[k] for k in run.env if k in os.environ}}
         mem = parse_size(run.memory)
 
         def limits() -> None:  # runs in the child before exec
@@ -267,10 +327,16 @@ def _replace_root(text: str, old: str, new: str) -> str:
         i = end
 
 
-def _probe(probe: tuple[str, ...]) -> str:
+def _search_path(extra: tuple[str, ...]) -> str:
+    """The PATH builds and runs get: the profile's host directories, then the system's."""
+    return ":".join([*extra, _BASE_ENV["PATH"]])
+
+
+def _probe(probe: tuple[str, ...], path: str = _BASE_ENV["PATH"]) -> str:
     """The first line a version probe prints, with the PATH the build runs with."""
     try:
-        r = subprocess.run(list(probe), capture_output=True, text=True, errors="replace", env=_BASE_ENV)
+        r = subprocess.run(list(probe), capture_output=True, text=True, errors="replace",
+                           env=dict(_BASE_ENV, PATH=path))
         text = r.stdout or r.stderr
     except OSError as e:
         text = f"{probe[0]}: not runnable on this host ({e.strerror})"
@@ -297,6 +363,15 @@ def _vm_hwm(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _builds_dir() -> Path:
+    return cache_dir() / "local-builds"
+
+
+def _files(engine: Path) -> dict[str, str]:
+    return {str(p.relative_to(engine)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(engine.rglob("*")) if p.is_file()}
 
 
 def tree_digest(path: Path) -> str:

@@ -82,6 +82,10 @@ class Telemetry(abc.ABC):
         """The GPUs this telemetry watches: [{"index", "uuid", "name"}]; none on a host."""
         return []
 
+    def driver_version(self) -> str | None:
+        """The GPU driver's version ("550.54.15"); None without GPU telemetry."""
+        return None
+
     @abc.abstractmethod
     def monitor(self, interval_s: float = 0.25, **kwargs: Any) -> "RepMonitor":
         """Start sampling around one rep (a background thread)."""

@@ -97,6 +97,7 @@ class FakeGPU:
     ecc_errors: dict[tuple[int, int], int] = field(default_factory=dict)   # (error type, counter) -> n
     remapped: tuple[int, int, int, int] = (0, 0, 0, 0)   # corr, unc, pending, failure
     memory: tuple[int, int] = (80 << 30, 79 << 30)       # total, free
+    compute_capability: tuple[int, int] = (9, 0)          # (major, minor)
     processes: list[tuple[int, int]] = field(default_factory=list)      # (pid, used bytes)
     unsupported: set[str] = field(default_factory=set)   # NVML function names that raise NotSupported
     lost: bool = False                                    # every query raises GpuIsLost
@@ -216,6 +217,9 @@ class FakeNvml:
 
     def nvmlDeviceGetUUID(self, h: Any) -> str:
         return self._gpu("nvmlDeviceGetUUID", h).uuid
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: Any) -> tuple[int, int]:
+        return tuple(self._gpu("nvmlDeviceGetCudaComputeCapability", h).compute_capability)  # type: ignore[return-value]
 
     def nvmlDeviceGetPersistenceMode(self, h: Any) -> int:
         return self._gpu("nvmlDeviceGetPersistenceMode", h).persistence

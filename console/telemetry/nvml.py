@@ -153,6 +153,10 @@ class NvmlTelemetry(Telemetry):
 
         g: dict[str, Any] = {"index": index, "uuid": self.uuids[self.indices.index(index)],
                              "name": _s(q("name", "nvmlDeviceGetName"))}
+        # which kernels a CUDA build runs on it: a parity reference is only valid on the same one
+        cc = q("compute_capability", "nvmlDeviceGetCudaComputeCapability")
+        g["compute_capability"] = (f"{int(cc[0])}.{int(cc[1])}" if isinstance(cc, (list, tuple)) and len(cc) >= 2
+                                   else cc)
         pm = q("persistence_mode", "nvmlDeviceGetPersistenceMode")
         g["persistence_mode"] = pm if pm in (NOT_SUPPORTED, None) else ("enabled" if pm else "disabled")
         ecc = q("ecc_mode", "nvmlDeviceGetEccMode")
@@ -212,6 +216,10 @@ class NvmlTelemetry(Telemetry):
     def gpus(self) -> list[dict[str, Any]]:
         return [{"index": i, "uuid": u, "name": _s(self.q(h, "name", self.fn("nvmlDeviceGetName"), h))}
                 for i, h, u in zip(self.indices, self.handles, self.uuids)]
+
+    def driver_version(self) -> str | None:
+        v = _s(self.q(None, "driver_version", self.fn("nvmlSystemGetDriverVersion")))
+        return v if isinstance(v, str) and v != NOT_SUPPORTED else None
 
     def monitor(self, interval_s: float = 0.25, *, start: bool = True,
                 own_pids: Callable[[], Iterable[int]] | Iterable[int] | None = None,

@@ -67,9 +67,9 @@ def test_host_thresholds(facts, code, fires):
     (gpu(remapped_rows={"pending": False, "failure": True}), "row-remap-failure", "refuse"),
     (gpu(remapped_rows={"pending": True, "failure": False}), "row-remap-pending", "refuse"),
     (gpu(persistence_mode="disabled"), "persistence-off", "warn"),
-    (gpu(processes=[{"pid": 7, "name": "train"}]), "gpu-busy", "warn"),
+    (gpu(processes=[{"pid": 7, "name": "train"}]), "gpu-busy", "refuse"),
     (gpu(power_limit_w=692.9), "power-limit-lowered", "warn"),
-    (gpu(throttle=["gpu_idle", "sw_thermal"]), "throttled-now", "warn"),
+    (gpu(throttle=["gpu_idle", "sw_thermal"]), "throttled-now", "refuse"),
     (gpu(temp_c=85), "gpu-hot", "warn"),
     (gpu(memory={"total_bytes": 80 * GiB, "free_bytes": 8 * GiB - 1}), "low-gpu-memory", "warn"),
 ])

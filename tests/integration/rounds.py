@@ -12,17 +12,16 @@ from console.profile import Profile, load_profile
 
 
 def llama_ready(docker_client, path: Path = LLAMA_PROFILE) -> Profile:
-    """A llama.cpp profile, ready: its base image, the model file, and the pinned reference
-    (llama-cpp.toml's, which the other llama.cpp profiles share; captured if absent)."""
+    """A llama.cpp profile, ready: its base image, the model file, and its pinned reference
+    (captured with its own build if absent: a reference records the build that made it)."""
     profile = load_profile(path)
     images.bootstrap(docker_client, profile, lambda line: None)
     for f in profile.model:
         if not Path(f.path).is_file():
             pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
     if not Path(profile.parity.reference).is_file():
-        llama = load_profile(LLAMA_PROFILE)
-        sha = reference.capture(llama, lambda line: None)
-        assert sha == llama.parity.reference_sha256, (
+        sha = reference.capture(profile, lambda line: None)
+        assert sha == profile.parity.reference_sha256, (
             "this node's reference capture differs from the pinned one: the build is not bit-identical here")
     return profile
 

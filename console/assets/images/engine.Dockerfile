@@ -29,7 +29,8 @@ COPY src/ /src/
 # ccache's store from earlier builds on this node (empty unless image.compiler_cache is "ccache");
 # what the engine's build reused from it is echoed for the receipt.
 COPY ccache/ /ccache/
-RUN mkdir -p /engine && cd /src && \
+# The build contract both runtimes keep: install under $PREFIX, scratch space in $BUILD_DIR.
+RUN mkdir -p /engine && cd /src && export PREFIX=/engine BUILD_DIR=/tmp/build && \
     if [ "$COMPILER_CACHE" = ccache ]; then \
       export CCACHE_DIR=/ccache CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=true CCACHE_MAXSIZE=256M; \
       ccache --zero-stats >/dev/null; \
@@ -38,6 +39,6 @@ RUN mkdir -p /engine && cd /src && \
     if [ "$COMPILER_CACHE" = ccache ]; then ccache --print-stats | sed 's/^/bench-console: ccache: /'; fi
 # The harness arrives only now, from the profile: the engine's build never sees it.
 COPY harness/ /harness/
-RUN cd /harness && sh -ec "$HARNESS_BUILD"
+RUN cd /harness && export PREFIX=/engine BUILD_DIR=/tmp/build && sh -ec "$HARNESS_BUILD"
 LABEL bench-console=1 bench-console.build="${BUILD_NAME}" bench-console.compiler="${COMPILER_EXPECTED}" \
       bench-console.key="${BUILD_KEY}" bench-console.origin="${ORIGIN}"

@@ -1,0 +1,213 @@
+"""A round refuses, before anything is built, a reference computed on another backend than its builds
+would run on; the check it passed is in the receipt. Demo rounds in-process under the local runtime,
+with the node's GPU facts from the fake NVML: nothing is built, nothing runs."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from console import events as ev
+from console.core.backend import Backend, compare
+from console.engine import sources
+from console.errors import InfraError, UsageError
+from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
+from console.profile import load_profile
+from console.round import Round, RoundConfig
+from console.round import node
+from console.round import parity as checks
+from console.telemetry.fake import FakeGPU, FakeNvml
+from console.telemetry.host import HostTelemetry
+from console.telemetry.nvml import NvmlTelemetry
+
+
+class QuietHost(HostTelemetry):
+    """This node's own facts, and no finding: the test is about the reference, not the load."""
+
+    def preflight(self, window_s=0.5, rules=None):
+        return {**self.preflight_facts(0.0), "findings": []}
+
+
+class QuietGpu(NvmlTelemetry):
+    def preflight(self, window_s=0.5, rules=None):
+        return {**self.preflight_facts(0.0), "findings": []}
+
+
+def gpu_node(name="NVIDIA H100 80GB HBM3") -> QuietGpu:
+    return QuietGpu(FakeNvml([FakeGPU(name=name)]), host=QuietHost())
+
+
+def demo_copy(tmp_path: Path, edit=lambda t: t):
+    """The demo profile in a layout of its own (its reference's record is ours to write)."""
+    src = DEMO_PROFILE.parent / "demo"
+    (tmp_path / "demo").mkdir()
+    for f in src.iterdir():      # copies: a path is resolved, and the record goes beside the reference
+        if f.suffix != ".json":
+            shutil.copyfile(f, tmp_path / "demo" / f.name)
+    path = tmp_path / "demo.toml"
+    path.write_text(edit(DEMO_PROFILE.read_text()).replace('path = "../images/demo-engine"',
+                                                           f'path = "{DEMO_MAIN}"'))
+    p = load_profile(path)
+    assert Path(p.parity.reference).parent == tmp_path / "demo"
+    return p
+
+
+def record_backend(p, backend: Backend) -> None:
+    (Path(p.parity.reference).with_suffix(".json")).write_text(json.dumps(
+        {"runtime": "docker", "reference_sha256": p.parity.reference_sha256, "backend": backend.to_dict()}))
+
+
+def run_round(p, tmp_path: Path, tele) -> tuple[Round, list[ev.Event]]:
+    cfg = RoundConfig(profile=p, main=sources.parse_spec(str(DEMO_MAIN)),
+                      candidate=("patch", str(DEMO_CANDIDATES / "fast.patch")), out_dir=tmp_path / "results",
+                      runtime="local", reps=2, telemetry=tele)
+    rnd = Round(cfg)
+    return rnd, list(rnd.events())
+
+
+def here(p, tele, gpus: bool) -> Backend:
+    host = node.host_facts(None)
+    host.update(node.gpu_facts(tele))
+    return node.backend(p, "local", host, tele.preflight_facts(0.0), gpus)
+
+
+def assert_refused_before_building(rnd, events, tmp_path, *words):
+    assert rnd.exit_code == 3 and rnd.receipt is None
+    assert not any(isinstance(e, (ev.BuildStarted, ev.RepStarted, ev.DepthGraded)) for e in events)
+    [end] = [e for e in events if isinstance(e, ev.RoundEnded)]
+    assert end.status == "infra" and end.receipt_path is None
+    for w in words:
+        assert w in end.message, (w, end.message)
+    assert not list((tmp_path / "results").glob("receipts/*.json"))
+
+
+def test_a_cuda_reference_refuses_a_cpu_round_before_anything_is_built(tmp_path):
+    p = demo_copy(tmp_path)
+    tele = QuietHost()
+    cuda = dataclasses.replace(here(p, tele, False), kind="cuda", offload="required", gpu_name="NVIDIA H200",
+                               compute_capability="9.0", driver_version="550.54.15", cuda_version="12.4")
+    record_backend(p, cuda)
+    rnd, events = run_round(p, tmp_path, tele)
+    assert_refused_before_building(rnd, events, tmp_path, "another backend", "kind: reference 'cuda', this round 'cpu'",
+                                   "capture a reference on this backend")
+
+
+def test_a_reference_from_another_gpu_refuses_a_gpu_round(tmp_path):
+    p = demo_copy(tmp_path, lambda t: t.replace("[run]\n", '[run]\ngpus = "optional"\n', 1))
+    tele = gpu_node()
+    ref = dataclasses.replace(here(p, tele, True), gpu_name="NVIDIA H200")
+    record_backend(p, ref)
+    rnd, events = run_round(p, tmp_path, tele)
+    assert_refused_before_building(rnd, events, tmp_path,
+                                   "gpu_name: reference 'NVIDIA H200', this round 'NVIDIA H100 80GB HBM3'")
+    assert "kind:" not in [e for e in events if isinstance(e, ev.RoundEnded)][0].message
+
+
+def test_a_reference_without_a_backend_refuses_a_gpu_round_and_says_why(tmp_path):
+    p = demo_copy(tmp_path, lambda t: t.replace("[run]\n", '[run]\ngpus = "optional"\n', 1))
+    rnd, events = run_round(p, tmp_path, gpu_node())
+    assert_refused_before_building(rnd, events, tmp_path, "captured before backends were recorded",
+                                   "nothing says it was computed on this GPU")
+
+
+def test_a_reference_without_a_backend_is_accepted_for_a_cpu_round_with_a_notice():
+    p = load_profile(DEMO_PROFILE)
+    said = []
+    rec = here(p, QuietHost(), False)
+    check = node.check_backend(p, rec, {}, lambda level, code, msg: said.append((level, code, msg)))
+    assert check.ok and check.reference is None
+    [(level, code, msg)] = said
+    assert code == "reference-backend" and "captured before backends were recorded" in msg
+
+
+def test_allowed_differences_are_said_and_the_check_goes_into_the_receipt():
+    p = load_profile(DEMO_PROFILE)
+    rec = here(p, QuietHost(), False)
+    ref = dataclasses.replace(rec, cpu_model="Some other CPU", threads=16)
+    said = []
+    check = node.check_backend(p, rec, {"backend": ref.to_dict()}, lambda *a: said.append(a))
+    assert check.ok and {d.key for d in check.differences} == {"cpu_model", "threads"}
+    assert "cpu_model: reference 'Some other CPU'" in said[0][2]
+    record = checks.new_record(SimpleNamespace(profile=p), {"backend": ref.to_dict()}, check).reference
+    # re-derivable: the rule over the two recorded sides gives the recorded differences
+    again = compare(Backend.from_dict(record["backend"]["reference"]), Backend.from_dict(record["backend"]["round"]))
+    assert again.to_dict() == record["backend"] and record["backend"]["refused"] is False
+    assert record["captured"]["backend"] == ref.to_dict()
+
+
+def test_an_unreadable_backend_record_is_a_usage_error():
+    p = load_profile(DEMO_PROFILE)
+    with pytest.raises(UsageError, match="record of its backend is unreadable"):
+        node.check_backend(p, here(p, QuietHost(), False), {"backend": {"kind": "tpu"}}, lambda *a: None)
+
+
+def test_a_legacy_reference_refuses_a_gpu_backend_with_exit_3():
+    p = load_profile(DEMO_PROFILE)
+    rec = dataclasses.replace(here(p, QuietHost(), False), kind="cuda", gpu_name="NVIDIA H200")
+    with pytest.raises(InfraError) as e:
+        node.check_backend(p, rec, {}, lambda *a: None)
+    assert e.value.exit_code == 3
+
+
+def test_the_node_reads_the_gpus_compute_capability_from_nvml():
+    facts = gpu_node().preflight_facts(0.0)
+    assert facts["gpus"][0]["compute_capability"] == "9.0" and facts["driver"]["cuda_driver_version"] == "12.4"
+    fake = FakeNvml([FakeGPU(unsupported={"nvmlDeviceGetCudaComputeCapability"})])
+    assert QuietGpu(fake, host=QuietHost()).preflight_facts(0.0)["gpus"][0]["compute_capability"] == "not supported"
+
+
+def test_the_demo_copy_is_the_demo_and_the_shipped_demo_records_no_backend(tmp_path):
+    p = demo_copy(tmp_path)
+    assert p.parity.reference_sha256 == load_profile(DEMO_PROFILE).parity.reference_sha256
+    assert not (DEMO_PROFILE.parent / "demo" / "reference.json").exists()
+
+
+# --- the capture: the profile's format, the backend beside it --------------------------------
+
+def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_path):
+    import numpy as np
+    from console.engine import reference, reffile
+    from console.round.plan import DOC_NAME
+    p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
+                                                'reference = "demo/reference.npz"\nreference_format = "topk"\n'
+                                                'top_k = 64'))
+    arr = np.load(tmp_path / "demo" / "reference.npy")
+    rec = here(p, QuietHost(), False)
+    said: list[str] = []
+    sha = reference._store(p, arr, said.append, True, {"runtime": "local", "backend": rec.to_dict()})
+    assert (tmp_path / "demo" / "reference.npz").stat().st_size < arr.nbytes / 5
+    again = load_profile(p.path)
+    assert again.parity.reference_sha256 == sha and "topk format" in said[0]
+    meta = json.loads((tmp_path / "demo" / "reference.json").read_text())
+    assert meta["reference_sha256"] == sha and Backend.from_dict(meta["backend"]) == rec
+    # what the round reads: the compact form, of the round's document
+    (tmp_path / "inputs").mkdir()
+    shutil.copyfile(again.parity.document, tmp_path / "inputs" / DOC_NAME)
+    ref = checks.read_reference(SimpleNamespace(profile=again, inputs=tmp_path / "inputs"))
+    assert isinstance(ref, reffile.topk.TopK) and ref.shape == (7, 64, 64)
+    # the same logits again: the same bytes, so the pin holds and the file is kept
+    assert reference._store(again, arr, said.append, False, {}) == sha
+    assert not list((tmp_path / "demo").glob("*.captured.*"))
+    # other logits land beside the pinned file, which stays
+    assert reference._store(again, arr * 1.01, said.append, False, {}) != sha
+    assert (tmp_path / "demo" / "reference.captured.npz").is_file()
+    assert reffile.read_topk(again.parity.reference, depths=7, rows=64, vocab=2048, k=64, max_bytes=1 << 30)
+
+
+def test_a_round_refuses_a_top_k_reference_of_another_document(tmp_path):
+    import numpy as np
+    from console.engine import reference
+    from console.round.plan import DOC_NAME
+    p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
+                                                'reference = "demo/reference.npz"\nreference_format = "topk"\n'
+                                                'top_k = 64'))
+    reference._store(p, np.load(tmp_path / "demo" / "reference.npy"), lambda line: None, True, {})
+    (tmp_path / "inputs").mkdir()
+    words = Path(p.parity.document).read_text().split()
+    (tmp_path / "inputs" / DOC_NAME).write_text(" ".join(words[1:] + words[:1]))
+    with pytest.raises(UsageError, match="captured over another document"):
+        checks.read_reference(SimpleNamespace(profile=load_profile(p.path), inputs=tmp_path / "inputs"))
