@@ -60,7 +60,7 @@ def test_two_releases_go_through_a_whole_round(llama, release_round, docker_clie
     # two honest releases: no claim check refuses either (the wall-clock slope is an interval)
     assert not any(c.startswith("claim") for c in codes(v)), v["reasons"]
     par = r["parity"]
-    assert [d["depth"] for d in par["candidate"]["depths"]] == [16, 128, 256, 512, 768, 1024]
+    assert [d["depth"] for d in par["candidate"]["depths"]] == [32, 128, 256, 512, 768, 1024]
     assert par["main"]["depths"][-1]["kl"] == pytest.approx(0.0, abs=1e-9)   # the reference is main's own build
     assert par["reference"]["same_as_main"] is True
     assert "reference-is-main" in {w["code"] for w in v["warnings"]}

@@ -83,7 +83,7 @@ def test_a_bundle_runs_a_whole_local_round_with_the_index_unreachable(offline_ro
     # the reference captured here under the local runtime is the pinned one, bit for bit
     assert "identical to the pinned reference" in r.stdout, r.stdout[-3000:]
     par = receipt["parity"]
-    assert [d["depth"] for d in par["candidate"]["depths"]] == [16, 128, 256, 512, 768, 1024]
+    assert [d["depth"] for d in par["candidate"]["depths"]] == [32, 128, 256, 512, 768, 1024]
     assert all(d["kl"] == pytest.approx(0.0, abs=1e-9) for d in par["main"]["depths"])
     timed = [x for x in receipt["reps"] if x["phase"] == "timed" and x["status"] == "ok"]
     assert len(timed) >= 4 and all(x["telemetry"] for x in timed)
