@@ -106,7 +106,8 @@ def _node(profile: Profile, rt, log: Callable[[str], None]) -> tuple[Backend, bo
         facts = tele.preflight_facts(window_s=0.1) if host.get("gpus") else None
     finally:
         tele.close()
-    gpus = use_gpus(profile.run.gpus, rt, host, lambda level, code, message: log(f"{level}: {message}"))
+    gpus = use_gpus(profile.run.gpus, rt, host, lambda level, code, message: log(f"{level}: {message}"),
+                    profile.run)
     here = backend(profile, rt.kind, host, facts, gpus, command=profile.reference.command)
     log(f"backend: {here.kind} on {here.gpu_name or here.cpu_model} ({here.runtime})")
     return here, gpus

@@ -124,39 +124,33 @@ def test_a_change_that_skips_work_is_rejected_before_any_timed_rep(llama, tmp_pa
     assert not [e for e in events if isinstance(e, ev.RepStarted) and e.phase == "timed"]
 
 
-def test_a_lower_precision_kv_cache_in_the_band_is_adjudicated_as_passing(llama, tmp_path):
-    # K cache in q8_0: KL 0.059 at depth 768, over the bar, within 2x flash attention's 0.041
+def test_a_lower_precision_kv_cache_drifts_under_the_bar_and_keeps_its_accuracy(llama, tmp_path):
+    # K cache in q8_0. With 4 rows per depth it read KL 0.059 at depth 768 and needed the adjudication;
+    # with 32 rows its worst depth reads 0.035 (depth 32), under the 0.04 bar: legal drift, named
     rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "kv-cache-q8.patch")), tmp_path, reps=4)
     v = verdict_of(events)
     assert not any(c.startswith(("parity", "accuracy")) for c in codes(v)), v["reasons"]
     status = {row["depth"]: row["status"] for row in v["parity"]["depths"]}
-    assert status[768] == "adjudicated", status
-    ruling = v["parity"]["adjudication"]
-    assert ruling["passed"] and list(ruling["depths"]) == ["768"]
-    assert ruling["depths"]["768"]["kl"] <= ruling["depths"]["768"]["line"]
-    assert ruling["candidate_disagree"] <= ruling["agreement_line"]
-    adj = rnd.receipt["parity"]["adjudication"]
-    assert [x["name"] for x in adj["variants"]] == ["flash-attn", "batch-64", "threads-2"]
-    assert len(adj["positions"]) == 40 and len(adj["reference"]) == 40
-    assert "parity-adjudicated" in {w["code"] for w in v["warnings"]}
-    # under the bar elsewhere, but far from main's exact zero: legal drift, named with its depths
+    assert set(status.values()) <= {"pass", "drift"} and status[256] == "drift", status
+    assert not v["parity"].get("adjudication") and not rnd.receipt["parity"].get("adjudication")
+    # under the bar, but far from main's exact zero: legal drift, named with its depths
     [drift] = [w for w in v["warnings"] if w["code"] == "parity-drift"]
-    assert "depth 16, 128, 256, 1024" in drift["message"] and status[256] == "drift"
+    assert "depth 32, 128, 256, 768, 1024" in drift["message"], drift["message"]
+    worst = max(d["kl"] for d in rnd.receipt["parity"]["candidate"]["depths"])
+    assert 0.01 < worst < llama.gate.kl_max
     acc = v["parity"]["accuracy"]
     assert acc["status"] == "pass" and acc["items"] == 158 and acc["reference_correct"] == 103, acc
     assert acc["estimator"] == "paired t interval over items"
     assert len(rnd.receipt["accuracy"]["candidate"]["outputs"]) == 158
     progress = [e for e in events if isinstance(e, ev.AccuracyProgress)]
     assert [e.done for e in progress if e.build == "candidate"] == [40, 80, 120, 158]
-    steps = [e.step for e in events if isinstance(e, ev.AdjudicationStep)]
-    assert steps == ["started", "variant", "variant", "variant", "completions", "ruling"], steps
-    # batch 64 and two threads are bit-identical to the reference: their completions are not rerun
-    assert [x["followed"] is None for x in adj["variants"]] == [False, True, True]
+    assert not [e for e in events if isinstance(e, ev.AdjudicationStep)]
     # console verdict re-derives it from the sealed receipt alone
     from console.core import gate
     from console.core.receipt import Receipt
     r = Receipt.from_dict(rnd.receipt)
-    assert gate.decide(r, r.rules).to_dict()["parity"]["adjudication"] == ruling
+    again = gate.decide(r, r.rules).to_dict()["parity"]["depths"]
+    assert [row["status"] for row in again] == [row["status"] for row in v["parity"]["depths"]]
 
 
 def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, tmp_path):
@@ -166,7 +160,13 @@ def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, t
     assert "parity-adjudication" in codes(v), v["reasons"]
     ruling = v["parity"]["adjudication"]
     assert not ruling["passed"]
-    assert any(not d["within"] for d in ruling["depths"].values()), ruling
+    # 32 rows: KL 0.048 at depth 256, over the 0.04 bar and over twice the reference's own kernel
+    # spread there (flash attention on/off: 0.021)
+    assert list(ruling["depths"]) == ["256"] and not ruling["depths"]["256"]["within"], ruling
+    adj = rnd.receipt["parity"]["adjudication"]
+    assert [x["name"] for x in adj["variants"]] == ["flash-attn", "batch-64", "threads-2"]
+    steps = [e.step for e in events if isinstance(e, ev.AdjudicationStep)]
+    assert steps[0] == "started" and steps[-1] == "ruling", steps
     assert not timed_reps(rnd.receipt, "candidate")
 
 

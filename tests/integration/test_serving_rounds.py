@@ -85,7 +85,7 @@ def test_the_blocks_export_as_a_table_and_as_vllm_named_results(benign, tmp_path
 
 
 @pytest.mark.parametrize("patch, said", [
-    ("stops-early", "stopped early: 8 of 16 tokens at position 16 (8 of 8 completions short), reported as complete"),
+    ("stops-early", "stopped early: 8 of 16 tokens at position 32 (8 of 8 completions short), reported as complete"),
     ("prompt-cache", "answered a repeated prompt from a cache: time to first token "),
 ])
 def test_a_serving_adversary_is_refused_before_any_block_is_timed(served, tmp_path, patch, said):
