@@ -170,8 +170,10 @@ def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, t
     assert not timed_reps(rnd.receipt, "candidate")
 
 
-def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path):
-    profile = load_profile(LLAMA_BENCH_PROFILE)
+def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path, docker_client):
+    # its own reference (4 rows, float32, captured by its own build if absent): a reference records
+    # the build that made it, so the profiles no longer share one file
+    profile = llama_ready(docker_client, LLAMA_BENCH_PROFILE)
     rnd, events = run_round(profile, ("patch", str(LLAMA_CANDIDATES / "bench-inflate.patch")), tmp_path)
     v = verdict_of(events)
     assert v["outcome"] == "rejected" and codes(v) == {"apparatus-touched"}
