@@ -47,7 +47,7 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._servers: list[subprocess.Popen] = []
-        self._path = _BASE_ENV["PATH"]     # the last build's PATH: its runs see the same tools
+        self._path = _BASE_ENV["PATH"]     # the profile's host PATH, set by build or find_build: runs see it too
 
     def host_facts(self) -> dict:
         return {"docker": "not used"}
@@ -91,6 +91,7 @@ class LocalRuntime:
         except (OSError, ValueError):
             return None
         engine = kept / "engine"
+        self._path = _search_path(image.host.path)     # its runs see the same tools as a fresh build's
         image_id = "local:" + tree_digest(engine)
         if image_id == not_id:
             return None
