@@ -120,7 +120,6 @@ class LocalRuntime:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
         found, tools = self._assert_toolchain(build, image, on_log)
-        self._path = _search_path(image.host.path)
         shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
         for d in ("engine", "build"):
             (root / d).mkdir()
@@ -151,7 +150,7 @@ class LocalRuntime:
     def _assert_toolchain(self, build: str, image: ImageSpec, on_log: LogSink) -> tuple[str, dict[str, str]]:
         """The host's compiler and tools, each the exact version the profile pins (image.host, else the image's)."""
         compiler, probe, pinned = image.toolchain(self.kind)
-        path = _search_path(image.host.path)
+        path = self._path = _search_path(image.host.path)   # the build's and its runs' PATH
         found = _probe(probe, path)
         if found != compiler:
             raise CompilerMismatch(build, compiler, found)
