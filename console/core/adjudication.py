@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from console.core.figures import finite, shown
 from console.core.rules import GateRules
 from console.core.verdict import Reason
 
@@ -79,10 +80,15 @@ def is_borderline(kl: float, top1: float, rules: GateRules) -> bool:
     return rules.kl_max < kl <= rules.borderline_kl and top1 >= rules.top1_min
 
 
+def variant_kls(adj: Adjudication, depth: int) -> list[float]:
+    return [v.kl[depth] for v in adj.variants if not v.error and depth in v.kl]
+
+
 def spread(adj: Adjudication, depth: int) -> float | None:
-    """The reference's own kernel-to-kernel spread at one depth: the largest variant KL."""
-    kls = [v.kl[depth] for v in adj.variants if not v.error and depth in v.kl]
-    return max(kls) if kls else None
+    """The reference's own kernel-to-kernel spread at one depth: the largest variant KL (None when
+    none ran, or one is not a finite number: an infinite spread would excuse any KL)."""
+    kls = variant_kls(adj, depth)
+    return max(kls) if kls and all(finite(k) for k in kls) else None
 
 
 def disagreements(reference: Sequence[Sequence[int]], followed: Sequence[Sequence[int]] | None) -> int | None:
@@ -125,9 +131,11 @@ def rule(adj: Adjudication, cand_kl: dict[int, float], rules: GateRules) -> Ruli
         within = line is not None and kl <= line
         depths[d] = {"kl": kl, "spread": s, "line": line, "within": within}
         if s is None:
+            broken = [k for k in variant_kls(adj, d) if not finite(k)]
+            why = adj.error or (f"a variant's KL there is {shown(broken[0])}, not a finite number" if broken
+                                else "no variant ran")
             reasons.append(Reason("parity-adjudication", f"depth {d}: mean KL {kl:.3g} nats is borderline, but the "
-                                  "reference's kernel spread was not measured: " + (adj.error or "no variant ran"),
-                                  depth=d, figure="kl"))
+                                  "reference's kernel spread was not measured: " + why, depth=d, figure="kl"))
         elif not within:
             reasons.append(Reason("parity-adjudication", f"depth {d}: mean KL {kl:.3g} nats is borderline, but over "
                                   f"{rules.spread_factor:g}x the reference's own kernel spread {s:.3g} "

@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping
 
 from console.core import accuracy, adjudication, claims, legacy, sequential, serving, stats
 from console.core.adjudication import Adjudication, Ruling
+from console.core.figures import finite, shown
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
 from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
@@ -111,10 +112,14 @@ def path_problems(fig: PathFigures | None, rules: GateRules, where: str, basis: 
     reference) and each timed rep (against main's) use this one rule."""
     depth = fig.depth if fig else None
     kind = "timed-path" if basis else "scored-path"
-    if fig is None or fig.error or fig.kl is None or fig.top1 is None:
+    if fig is None or fig.error:
         why = (fig.error if fig else None) or "no figures"
         return [reason(f"{kind}-error", f"{where}: {why}", depth=depth)]
-    out = []
+    out = [reason(f"{kind}-not-finite", f"{where}: {name} is {shown(x)}, not a finite number: it cannot pass its "
+                                        "bar", depth=depth, figure=name, bar=bar)
+           for name, x, bar in (("kl", fig.kl, rules.kl_max), ("top1", fig.top1, rules.top1_min)) if not finite(x)]
+    if out:
+        return out
     if fig.kl > rules.kl_max:
         out.append(reason(f"{kind}-kl", f"{where}: KL {fig.kl:.3g} nats{basis} > bar {rules.kl_max:.3g}",
                           depth=depth, figure="kl", bar=rules.kl_max, value=fig.kl))
@@ -320,7 +325,7 @@ def _grade_timed_path(tp: TimedPath | None, rules: GateRules, reasons: list, war
         where = f"timed path (depth {tp.depth}, candidate timed rep {r.index})"
         reasons.extend(path_problems(PathFigures(tp.depth, r.top1, r.kl, r.error), rules, where,
                                      basis=" against main's"))
-    worst = max((r.kl for r in tp.candidate if r.kl is not None), default=None)
+    worst = max((r.kl for r in tp.candidate if finite(r.kl)), default=None)
     return {"status": "fail" if len(reasons) > before else "pass", "depth": tp.depth,
             "reps": len(tp.candidate), "worst_kl": worst}
 
@@ -333,16 +338,21 @@ def _claim_problems(rep: Rep, bench: Mapping[str, Any], rules: GateRules) -> lis
     label = rep.label
     rep_ = rep.reported or {}
     value = rep.value
-    if value is None or not value > 0:
-        return [("claim-no-value", f"{label}: no valid reported value")]
+    if not finite(value) or not value > 0:
+        said = "" if value is None else f" ({_num(value) if finite(value) else shown(value)}: not a positive finite rate)"
+        return [("claim-no-value", f"{label}: no valid reported value{said}")]
     wall = float(rep.wall_s or 0.0)
     bound = wall * (1 + rules.wall_margin)
     margin = f"+{rules.wall_margin:.0%} margin"
     elapsed = rep_.get("elapsed_s")
+    tokens = rep_.get("tokens", rep.tokens)
+    unreadable = [(k, x) for k, x in (("elapsed_s", elapsed), ("tokens", tokens)) if x is not None and not finite(x)]
+    if unreadable:
+        # a claim no bound can be checked against is not a claim the wall clock supports
+        return [("claim-wall", f"{label}: reported {k} is {shown(x)}, not a finite number") for k, x in unreadable]
     if elapsed is not None and elapsed > bound:
         out.append(("claim-wall", f"{label}: reported elapsed {elapsed:.4g} s exceeds the wall clock "
                                   f"{wall:.4g} s ({margin})"))
-    tokens = rep_.get("tokens", rep.tokens)
     if tokens is not None and tokens / value > bound:
         out.append(("claim-wall", f"{label}: {_num(value)}/s over {tokens} tokens implies "
                                   f"{tokens / value:.4g} s, more than the wall clock allows ({wall:.4g} s, {margin})"))
@@ -364,9 +374,9 @@ def _seek_memory_problem(rep: Rep, bench: Mapping[str, Any], rules: GateRules, l
     peak = rep.peak_mem_bytes
     depth = int(rep.depth or bench.get("depth") or 0)
     need = depth * int(bench.get("seek_bytes_per_position", 0)) * rules.seek_memory_fraction
-    if peak is None:
+    if not finite(peak):
         return [("claim-seek-memory", f"{label}: no evidence the seek allocated its cache "
-                                      "(peak memory was not measured)")]
+                                      f"(peak memory {'was not measured' if peak is None else 'is ' + shown(peak)})")]
     if peak < need:
         return [("claim-seek-memory", f"{label}: peak memory {peak / 2**20:.1f} MiB is below the "
                                       f"{need / 2**20:.1f} MiB a seek to depth {depth} needs")]
@@ -388,7 +398,7 @@ class Counted:
 def counts(rep: Rep) -> bool:
     """Whether a single rep can count at all, judged alone: finished ``ok`` with a value and
     the console's own wall clock. The round's claim checks (``counted``) may still refuse it."""
-    return rep.status == "ok" and rep.value is not None and rep.wall_s is not None
+    return rep.status == "ok" and rep.value is not None and finite(rep.wall_s)
 
 
 def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
@@ -400,12 +410,17 @@ def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
     valid: dict[tuple[str, str], list[Rep]] = {}
     problems: dict[str, list[Reason]] = {b: [] for b in BUILDS}
     excluded: dict[str, int] = {}
+    gaps: dict[str, int] = {}
     for rep in reps:
         if rep.build not in problems:
             continue
-        # A rep without the console's own wall clock is a measurement gap, not the build's claim.
-        if rep.excluded or (rep.status == "ok" and rep.wall_s is None):
+        if rep.excluded:
             excluded[rep.build] = excluded.get(rep.build, 0) + 1
+            continue
+        # A rep without the console's own wall clock (none recorded, or not a finite number) is a
+        # measurement gap, not the build's claim: left out, never held against either build.
+        if rep.status == "ok" and not finite(rep.wall_s):
+            gaps[rep.build] = gaps.get(rep.build, 0) + 1
             continue
         found = _status_problems(rep) if rep.status != "ok" else _claim_problems(rep, bench, rules)
         problems[rep.build].extend(reason(code, message, build=rep.build) for code, message in found)
@@ -415,6 +430,9 @@ def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
     warnings = [warning("reps-excluded", f"{n} {b} rep(s) marked suspect or aborted were left out "
                                          "of the statistics (node problems, not the build's)")
                 for b, n in sorted(excluded.items())]
+    warnings += [warning("reps-no-wall", f"{n} {b} rep(s) without a finite wall clock of the console's own were "
+                                         "left out of the statistics (a measurement gap, not the build's)")
+                 for b, n in sorted(gaps.items())]
     if bench.get("mode") == "serve":
         # the console's own client timed every token: there is no engine claim to check
         differential = {"checked": False, "why": "measured by the console's load client"}
@@ -530,7 +548,13 @@ def _check_latency(c: Counted, rules: GateRules, guards: dict[str, Any], reasons
         said = (f"{metric}: the candidate's is {_pct(row['ratio'] - 1)} against main's in the same pair "
                 f"[{_pct(row['lower'] - 1)}, {_pct(row['upper'] - 1)}] over {row['pairs']} pairs; at most "
                 f"{_pct(row['max_rise'])} higher is allowed") if row["ratio"] is not None else ""
-        if row["status"] == "breach":
+        if row["status"] == "unreadable":
+            first = row["unreadable"][0]
+            reasons.append(reason("latency-not-finite", f"latency guard {metric}: the candidate's block in pair "
+                                                        f"{first['pair']} reads {first['value']}, not a positive "
+                                                        f"finite number ({len(row['unreadable'])} such block(s))",
+                                  figure=f"latency:{metric}", bar=row["allowed"]))
+        elif row["status"] == "breach":
             reasons.append(reason("latency-breach", f"latency guard {said}", figure=f"latency:{metric}",
                                   bar=row["allowed"], value=row["lower"]))
         elif row["status"] == "uncertain":
@@ -692,7 +716,7 @@ def _decide_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, An
     if (held := _implausible(speed)) is not None:
         return verdict("implausible", [held], speed, would_be_tier=d.tier)
     if d.state == "conflict":
-        return verdict("infra", [_conflict(d)], speed)
+        return verdict("infra", [_conflict(d, rules)], speed)
     if r.decision_rules >= 3:
         if (shifted := _step_check(c, d, speed, r.lock, rules, warnings)) is not None:
             return verdict("infra", [shifted], speed)
@@ -706,16 +730,33 @@ def _decide_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, An
     return verdict("undecided", [_undecided(d, speed, rules)], speed)
 
 
-def _conflict(d: sequential.Decision) -> Reason:
-    lo, hi = d.interval
+def _conflict(d: sequential.Decision, rules: GateRules) -> Reason:
+    """An empty interval at any level the decision reads, said with both ends at each level."""
+    levels = [(f"the {rules.false_accept:.0%} false-accept level", d.interval),
+              (f"the {rules.miss:.0%} miss level", (d.lower_miss, d.upper_miss))]
     if d.conflict == "narrowed":
-        return reason("interval-empty", f"the interval emptied after {d.pairs} pairs: its lower end {_pct(lo)} is above "
-                                        f"its upper end {_pct(hi)} (each end the tightest seen so far), so no single "
-                                        "gain fits this round's pairs: the node changed mid-round", build=None,
-                      figure="interval", bar=hi, value=lo)
+        lo, hi = next((ends for _, ends in levels if ends[0] > ends[1]), d.interval)
+        return reason("interval-empty", f"the interval emptied after {d.pairs} pairs ({_levels(levels)}; each end "
+                                        "the tightest seen so far), so no single gain fits this round's pairs: the "
+                                        "node changed mid-round", build=None, figure="interval", bar=hi, value=lo)
+    if math.isnan(d.upper_slower) and rules.false_slower != rules.false_accept:
+        levels.append((f"the {rules.false_slower:.0%} false-slower level", (math.nan, d.upper_slower)))
     return reason("rounds-disagree", "this round's pairs contradict the earlier rounds of the same candidate pooled "
-                                     f"with it ({d.prior_pairs} pairs): no gain is consistent with all of them, so the "
-                                     "node changed between them", build=None)
+                                     f"with it ({d.prior_pairs} pairs): {_levels(levels)}; the node changed between "
+                                     "them", build=None)
+
+
+def _levels(levels: list[tuple[str, tuple[float, float]]]) -> str:
+    """Each level's interval: its two ends, "empty" where no gain fits, or the ends that crossed."""
+    said = []
+    for name, (lo, hi) in levels:
+        if math.isnan(lo) or math.isnan(hi):
+            said.append(f"at {name} no gain is consistent with all of them")
+        elif lo > hi:
+            said.append(f"at {name} the lower end {_pct(lo)} is above the upper end {_pct(hi)}")
+        else:
+            said.append(f"at {name} {_shown((lo, hi))}")
+    return "; ".join(said)
 
 
 def _step_check(c: Counted, d: sequential.Decision, speed: Speed, lock: Pins, rules: GateRules,

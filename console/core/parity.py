@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from console.core.figures import finite, shown
 from console.core.rules import GateRules
 from console.core.verdict import Reason
 
@@ -407,7 +408,7 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _reason(code: str, depth: int, figure: str, value: float, bar: float, message: str) -> Reason:
+def _reason(code: str, depth: int, figure: str, value: float | None, bar: float | None, message: str) -> Reason:
     return Reason(code, message, depth=depth, figure=figure, bar=bar, value=value)
 
 
@@ -421,8 +422,25 @@ def drift_ratio(cand_kl: float, main_kl: float | None) -> float | None:
 
 
 def is_uncheckable(fig: DepthFigures, rules: GateRules) -> bool:
-    """A near-uniform reference cannot reveal a wiring fault through top-1 or small KL."""
-    return fig.ref_entropy >= rules.uncheckable_entropy * fig.max_entropy
+    """A near-uniform reference cannot reveal a wiring fault through top-1 or small KL (an
+    entropy that is not a finite number excuses nothing)."""
+    return (finite(fig.ref_entropy) and finite(fig.max_entropy)
+            and fig.ref_entropy >= rules.uncheckable_entropy * fig.max_entropy)
+
+
+# Every figure of a depth a bar reads: the gated two, and the entropies that may excuse a depth.
+GRADED = {"kl": "mean KL", "top1": "top-1 agreement", "ref_entropy": "reference entropy",
+          "max_entropy": "maximum entropy"}
+
+
+def not_finite(fig: DepthFigures, rules: GateRules) -> list[Reason]:
+    """A depth whose figures are not all finite numbers fails, each such figure named: a
+    comparison with NaN is never true, so no bar could reject it otherwise."""
+    bars = {"kl": rules.kl_max, "top1": rules.top1_min}
+    return [_reason("parity-not-finite", fig.depth, name, None, bars.get(name),
+                    f"depth {fig.depth}: {what} is {shown(getattr(fig, name))}, not a finite number: "
+                    "it cannot pass its bar")
+            for name, what in GRADED.items() if not finite(getattr(fig, name))]
 
 
 def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules) -> DepthStatus:
@@ -433,6 +451,10 @@ def depth_status(cand: DepthFigures, main: DepthFigures | None, rules: GateRules
     from even a near-uniform reference is real evidence, so that still fails.
     """
     d = cand.depth
+    if bad := not_finite(cand, rules):
+        return DepthStatus(d, "fail", None, tuple(bad))
+    if main is not None and not_finite(main, rules):
+        main = None         # main's gap: the ratchet cannot apply (main's own grade says why)
     reasons: list[Reason] = []
     drift = drift_ratio(cand.kl, main.kl if main is not None else None)
     kl_over = cand.kl > rules.kl_max
@@ -479,9 +501,13 @@ def is_drifting(cand_kl: float, main_kl: float, rules: GateRules) -> bool:
 
 
 def worst_depth(figures: Sequence[DepthFigures], rules: GateRules) -> int | None:
-    """The checkable depth with the highest KL (ties: lowest top-1, then deepest)."""
+    """The checkable depth with the highest KL (ties: lowest top-1, then deepest); a depth whose
+    figures are not finite numbers is the worst of all."""
     # An uncheckable depth that fails on KL anyway is graded like any other.
-    checkable = [f for f in figures if not is_uncheckable(f, rules) or f.kl > rules.kl_max]
+    checkable = [f for f in figures if not is_uncheckable(f, rules) or not f.kl <= rules.kl_max]
     if not checkable:
         return None
+    broken = [f for f in checkable if not all(finite(getattr(f, k)) for k in GRADED)]
+    if broken:
+        return max(f.depth for f in broken)
     return max(checkable, key=lambda f: (f.kl, -f.top1, f.depth)).depth

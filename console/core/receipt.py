@@ -9,8 +9,9 @@ plain JSON: they are recorded, not decided on.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from console.core.adjudication import Adjudication
 from console.core.parity import DepthFigures
@@ -35,6 +36,19 @@ class ReceiptError(ValueError):
 
 def _opt_float(x: Any) -> float | None:
     return None if x is None else float(x)
+
+
+def _finite(x: Any, where: str) -> float:
+    """A number the round was decided under (a pin, a pooled log ratio, a check's threshold): a
+    value that is not finite could never have been measured, and no bar can read it."""
+    v = float(x)
+    if not math.isfinite(v):
+        raise ReceiptError(f"{where}: expected a finite number, got {x!r}")
+    return v
+
+
+def _opt_finite(x: Any, where: str) -> float | None:
+    return None if x is None else _finite(x, where)
 
 
 def _opt_int(x: Any) -> int | None:
@@ -380,11 +394,12 @@ class Pins:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Pins":
         d = d or {}
-        return cls(frontier=float(d.get("frontier") or 0.0), frontier_slot=str(d.get("frontier_slot") or ""),
-                   anchor=float(d.get("anchor") or 0.0),
-                   guards={str(k): float(v or 0.0) for k, v in (d.get("guards") or {}).items()},
+        return cls(frontier=_finite(d.get("frontier") or 0.0, "frontier"),
+                   frontier_slot=str(d.get("frontier_slot") or ""), anchor=_finite(d.get("anchor") or 0.0, "anchor"),
+                   guards={str(k): _finite(v or 0.0, f"guards.{k}") for k, v in (d.get("guards") or {}).items()},
                    guard_slots={str(k): str(v) for k, v in (d.get("guard_slots") or {}).items()},
-                   noise_spread=_opt_float(d.get("noise_spread")), noise_sd=_opt_float(d.get("noise_sd")),
+                   noise_spread=_opt_finite(d.get("noise_spread"), "noise_spread"),
+                   noise_sd=_opt_finite(d.get("noise_sd"), "noise_sd"),
                    noise_df=_opt_int(d.get("noise_df")), lock_path=d.get("lock_path"),
                    passed_over=[dict(x) for x in d.get("passed_over") or [] if isinstance(x, Mapping)])
 
@@ -412,7 +427,7 @@ class ProfileRecord:
         if "rules" not in d:
             raise ReceiptError("the receipt records no gate rules (profile.rules)")
         return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
-                   node=str(d.get("node") or ""), rules=rules_from_dict(d["rules"]),
+                   node=str(d.get("node") or ""), rules=_read("rules", rules_from_dict, d["rules"]),
                    bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}),
                    server=dict(d.get("server") or {}))
 
@@ -446,7 +461,7 @@ class PriorRound:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "PriorRound":
         return cls(receipt=str(d.get("receipt") or ""), round_id=str(d.get("round_id") or ""),
-                   log_ratios=[float(x) for x in d.get("log_ratios") or []])
+                   log_ratios=[_finite(x, f"log_ratios[{i}]") for i, x in enumerate(d.get("log_ratios") or [])])
 
 
 @dataclass
@@ -472,7 +487,7 @@ class Sequential:
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Sequential | None":
         if d is None:
             return None
-        return cls(prior=[PriorRound.from_dict(p) for p in d.get("prior") or []],
+        return cls(prior=[_read(f"prior[{i}]", PriorRound.from_dict, p) for i, p in enumerate(d.get("prior") or [])],
                    experiment=str(d.get("experiment") or ""), preview=d.get("preview"),
                    stopped=str(d.get("stopped") or ""), minutes=_opt_float(d.get("minutes")),
                    decided_at=d.get("decided_at"), settle_pairs=d.get("settle_pairs"), fresh=bool(d.get("fresh")))
@@ -552,21 +567,45 @@ class Receipt:
             return cls(round_id=str(d.get("round_id") or ""), kind=kind, schema=schema,
                        started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
                        status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
-                       profile=ProfileRecord.from_dict(d.get("profile")), runtime=dict(d.get("runtime") or {}),
+                       profile=_read("profile", ProfileRecord.from_dict, d.get("profile")),
+                       runtime=dict(d.get("runtime") or {}),
                        host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
                        apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
                        bundle=d.get("bundle"),
-                       builds={b: Build.from_dict(x) for b, x in (d.get("builds") or {}).items()},
-                       lock=Pins.from_dict(d.get("lock")), parity=ParityRecord.from_dict(d.get("parity")),
-                       accuracy=AccuracyRecord.from_dict(d.get("accuracy")),
-                       reps=[Rep.from_dict(r) for r in d.get("reps") or []], summary=d.get("summary"),
-                       verdict=d.get("verdict"), noise=d.get("noise"),
-                       sequential=Sequential.from_dict(d.get("sequential")), sizing=d.get("sizing"),
-                       seal=d.get("seal"))
-        except (KeyError, TypeError, ValueError) as e:
+                       builds={b: _read(f"builds.{b}", Build.from_dict, x) for b, x in (d.get("builds") or {}).items()},
+                       lock=_read("lock", Pins.from_dict, d.get("lock")),
+                       parity=_read("parity", ParityRecord.from_dict, d.get("parity")),
+                       accuracy=_read("accuracy", AccuracyRecord.from_dict, d.get("accuracy")),
+                       reps=[_read(f"reps[{i}]", Rep.from_dict, r) for i, r in enumerate(d.get("reps") or [])],
+                       summary=d.get("summary"), verdict=d.get("verdict"), noise=d.get("noise"),
+                       sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
+                       sizing=d.get("sizing"), seal=d.get("seal"))
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
                 raise
             raise ReceiptError(f"not a readable receipt: {type(e).__name__}: {e}") from None
+
+
+T = TypeVar("T")
+
+
+def _read(where: str, read: Callable[[Any], T], value: Any) -> T:
+    """One part of a receipt read, any failure refused with the place it happened."""
+    try:
+        return read(value)
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
+        said = str(e)
+        if isinstance(e, ValueError) and _names_a_key(said):      # "frontier: expected …" (ReceiptError too)
+            raise ReceiptError(f"{where}.{said}") from None
+        if isinstance(e, ReceiptError):
+            raise ReceiptError(f"{where}: {said}") from None
+        raise ReceiptError(f"not a readable receipt: {where}: {type(e).__name__}: {said}") from None
+
+
+def _names_a_key(message: str) -> bool:
+    """Whether a nested refusal starts with the key it is about ("frontier: expected …")."""
+    head = message.split(":", 1)[0]
+    return bool(head) and " " not in head
 
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,

@@ -5,7 +5,8 @@ verdict can be re-derived later under the rules that were in force.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 
@@ -78,9 +79,25 @@ class GateRules:
 
 
 def rules_from_dict(d: dict[str, Any]) -> GateRules:
-    """Rebuild GateRules from ``asdict`` output (a receipt's stored rules)."""
+    """Rebuild GateRules from ``asdict`` output (a receipt's stored rules). Every number must be
+    finite: a bar of NaN is one no figure can fail (``ValueError`` names the key otherwise)."""
     d = dict(d)
     d["bands"] = Bands(**d.get("bands", {}))
     d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
     d["latency"] = tuple(LatencyGuard(**g) for g in d.get("latency", ()))
-    return GateRules(**d)
+    rules = GateRules(**d)
+    if bad := not_finite(rules):
+        raise ValueError(bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+    return rules
+
+
+def not_finite(value: Any, where: str = "") -> list[str]:
+    """Where a rules value (or one nested in it) holds a number that is not finite."""
+    if is_dataclass(value):
+        pre = f"{where}." if where else ""
+        return [x for f in fields(value) for x in not_finite(getattr(value, f.name), pre + f.name)]
+    if isinstance(value, tuple):
+        return [x for i, v in enumerate(value) for x in not_finite(v, f"{where}[{i}]")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where}: expected a finite number, got {value!r}"]
+    return []

@@ -315,7 +315,8 @@ def _judge(pairs: int, prior: int, est: float, ends_a: tuple[float, float], ends
     d = Decision("open", pairs, prior, est, (g_lo, g_hi), g_hi_b, (b_lo, b_hi), b_hi_b,
                  lower_miss=_gain(lo_b), upper_slower=_gain(hi_s))
     three = design.rules >= 3
-    if math.isnan(lo_a):
+    if any(math.isnan(x) for x in (lo_a, lo_b, hi_s)):
+        # at some level the decision reads, no gain is consistent with every pooled round
         d.state, d.settled, d.conflict = "conflict", True, "rounds"
     elif three and (lo_a - hi_a > _EMPTY or lo_b - hi_b > _EMPTY):
         # the intersection over n emptied: no single mean fits the round's pairs at every n

@@ -10,6 +10,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from . import stats
+from .figures import finite, shown
 from .rules import LatencyGuard
 from .served import Completion, ServedCheck, ServedSide  # noqa: F401 - the check's records, re-exported
 
@@ -71,6 +72,9 @@ def agreed(side: ServedSide) -> tuple[int, int]:
 def cache_problem(ttft_s: Sequence[float], ratio: float) -> str | None:
     """A prompt answered again much sooner than the first time was answered from a cache (the
     requests ask for none): a server that does this would look fast on any repeated work."""
+    if bad := [x for x in ttft_s if not finite(x) or x < 0]:
+        return (f"the cache probe's times to first token are not all finite numbers ({shown(bad[0])} among "
+                f"{len(ttft_s)}): whether it answered from a cache cannot be told")
     if len(ttft_s) < 2 or not ttft_s[0] > 0:
         return None
     first, again = ttft_s[0], stats.median(list(ttft_s[1:]))
@@ -96,7 +100,12 @@ def latency_rows(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], g
         row: dict[str, Any] = {"metric": g.metric, "max_rise": g.max_rise, "pairs": len(ratios),
                                "allowed": 1 + g.max_rise, "ratio": None, "lower": None, "upper": None,
                                "status": "unmeasured"}
-        if len(ratios) >= 2:
+        # None is a latency with no samples (a gap); anything else must be a positive finite number,
+        # or the candidate's block carries a figure no guard can read: that is the candidate's.
+        unreadable = [(i, c[k]) for i, (_, c) in enumerate(pairs) if c.get(k) is not None and not _positive(c[k])]
+        if unreadable:
+            row.update(status="unreadable", unreadable=[{"pair": i, "value": shown(v)} for i, v in unreadable])
+        elif len(ratios) >= 2:
             lower = stats.geometric_bound(ratios, level, "lower")
             upper = stats.geometric_bound(ratios, level, "upper")
             row.update(ratio=math.exp(stats.mean([math.log(r) for r in ratios])), lower=lower, upper=upper,
@@ -107,4 +116,4 @@ def latency_rows(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], g
 
 
 def _positive(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return finite(v) and v > 0
