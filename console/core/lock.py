@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from console.core.figures import finite
 from console.core.fingerprint import DIGEST_CHARS, Fingerprint, describe, differences, of_facts, of_receipt
 from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
@@ -158,7 +158,7 @@ def split_key(key: str) -> tuple[str, str]:
 def entry_value(entry: Mapping[str, Any]) -> float:
     """A baseline's value or a noise entry's sd (or schema-1 spread); 0 when not measured."""
     for k in ("value", "sd", "spread"):
-        if _finite(entry.get(k)) and entry[k] > 0:
+        if finite(entry.get(k)) and entry[k] > 0:
             return float(entry[k])
     return 0.0
 
@@ -224,8 +224,8 @@ def node_pins(lock: Mapping[str, Any], profile: Any, node: Fingerprint,
     return {"frontier": pins[front].value, "frontier_slot": pins[front].key,
             "guards": {g: pins[n].value for g, n in guards.items()},
             "guard_slots": {g: pins[n].key for g, n in guards.items()},
-            "noise_spread": float(e["spread"]) if _finite(e.get("spread")) else None,
-            "noise_sd": float(e["sd"]) if _finite(e.get("sd")) and e["sd"] > 0 else None,
+            "noise_spread": float(e["spread"]) if finite(e.get("spread")) else None,
+            "noise_sd": float(e["sd"]) if finite(e.get("sd")) and e["sd"] > 0 else None,
             "noise_df": int(e["df"]) if isinstance(e.get("df"), int) and e["df"] > 0 else None,
             "passed_over": [x.passed_over for x in [*pins.values(), noise] if x.passed_over]}
 
@@ -299,11 +299,7 @@ def lower_bound(values: list[float], level: float) -> float:
 def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:
     """The node's noise spread a sealed noise receipt carries (``noise.spread``)."""
     v = (receipt.get("noise") or {}).get("spread")
-    return pin(float(v)) if _finite(v) and v >= 0 else None
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return pin(float(v)) if finite(v) and v >= 0 else None
 
 
 def _measured_at(receipt: Mapping[str, Any]) -> str:
@@ -314,7 +310,7 @@ def _significance(receipt: Mapping[str, Any], significance: float | None) -> flo
     if significance is not None:
         return significance
     v = ((receipt.get("profile") or {}).get("rules") or {}).get("significance")
-    return float(v) if _finite(v) else DEFAULT_SIGNIFICANCE
+    return float(v) if finite(v) else DEFAULT_SIGNIFICANCE
 
 
 # --- updates -------------------------------------------------------------------
@@ -345,7 +341,7 @@ def baselines(lock: Mapping[str, Any]) -> dict[str, Any]:
 
 def value_of(lock: Mapping[str, Any], slot: str) -> float:
     v = (baselines(lock).get(slot) or {}).get("value", 0)
-    return float(v) if _finite(v) else 0.0
+    return float(v) if finite(v) else 0.0
 
 
 def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mapping[str, Any],
@@ -441,7 +437,7 @@ def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any]
     old_t, at_key = np.entry, np.key
     legacy = receipt.get("schema") == SCHEMA_1
     key = "spread" if legacy else "sd"
-    old = float(old_t.get(key, 0)) if _finite(old_t.get(key, 0)) else 0.0
+    old = float(old_t.get(key, 0)) if finite(old_t.get(key, 0)) else 0.0
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
 
     def change(action: str, new: float | None, why: str, extra: Mapping[str, Any] | None = None) -> list[Change]:
@@ -582,11 +578,11 @@ def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]]
     if bad := _node_record_problem(t, digest):
         return p("bad-fingerprint", bad)
     value = t.get("value", 0)
-    if not _finite(value) or value < 0:
+    if not finite(value) or value < 0:
         return p("bad-value", f"value {value!r} must be a finite number >= 0")
     if t.get("kind") not in KINDS:
         return p("bad-kind", f"kind {t.get('kind')!r} must be one of {', '.join(KINDS)}")
-    if "attested" in t and not (isinstance(t["attested"], Mapping) and _finite(t["attested"].get("value"))):
+    if "attested" in t and not (isinstance(t["attested"], Mapping) and finite(t["attested"].get("value"))):
         return p("bad-attested", "attested must be a table with a numeric value")
     if value == 0:
         return []
@@ -655,7 +651,7 @@ def _check_noise(key: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], fi
         return p("bad-fingerprint", bad)
     if isinstance(t, Mapping) and "sd" in t:
         return _check_pooled_noise(node, t, receipts, p)
-    if not isinstance(t, Mapping) or not _finite(t.get("spread", 0)) or t.get("spread", 0) < 0:
+    if not isinstance(t, Mapping) or not finite(t.get("spread", 0)) or t.get("spread", 0) < 0:
         return p("bad-value", "noise entry needs a finite spread >= 0")
     spread = float(t.get("spread", 0))
     if spread == 0:
@@ -680,7 +676,7 @@ def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, 
     """Pooled pair noise: every cited noise receipt is sealed, on this node, and pooling them
     again gives exactly the recorded SD and degrees of freedom."""
     sd, df, cited = t.get("sd"), t.get("df"), t.get("receipts")
-    if not _finite(sd) or sd < 0 or not isinstance(df, int) or isinstance(df, bool) or df < 0:
+    if not finite(sd) or sd < 0 or not isinstance(df, int) or isinstance(df, bool) or df < 0:
         return p("bad-value", "noise entry needs a finite sd >= 0 and an integer df >= 0")
     if sd == 0:
         return []
