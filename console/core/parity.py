@@ -507,7 +507,7 @@ def worst_depth(figures: Sequence[DepthFigures], rules: GateRules) -> int | None
     checkable = [f for f in figures if not is_uncheckable(f, rules) or not f.kl <= rules.kl_max]
     if not checkable:
         return None
-    broken = [f for f in checkable if not all(finite(getattr(f, k)) for k in GRADED)]
+    broken = [f for f in checkable if not_finite(f, rules)]
     if broken:
         return max(f.depth for f in broken)
     return max(checkable, key=lambda f: (f.kl, -f.top1, f.depth)).depth

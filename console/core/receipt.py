@@ -9,13 +9,13 @@ plain JSON: they are recorded, not decided on.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Mapping, TypeVar
 
 from console.core.adjudication import Adjudication
+from console.core.figures import finite
 from console.core.parity import DepthFigures
-from console.core.rules import GateRules, rules_from_dict
+from console.core.rules import GateRules, not_finite, rules_from_dict
 from console.core.served import ServedCheck
 
 SCHEMA_1 = "bench-console/receipt/1"   # fixed reps; judged by the median gain against a threshold
@@ -31,7 +31,16 @@ BENCH_PHASES = ("short", "timed")       # plus "guard:<name>"; "warmup" and "sco
 
 
 class ReceiptError(ValueError):
-    """A document that is not a receipt this version can read."""
+    """A document that is not a receipt this version can read; ``key`` is where in it (a dotted
+    path, grown outwards as the refusal passes up through the parts that hold it)."""
+
+    def __init__(self, message: str, key: str = ""):
+        super().__init__(f"{key}: {message}" if key else message)
+        self.message, self.key = message, key
+
+    def under(self, where: str) -> "ReceiptError":
+        key = where + ("" if self.key.startswith("[") else ".") + self.key if self.key else where
+        return ReceiptError(self.message, key)
 
 
 def _opt_float(x: Any) -> float | None:
@@ -42,8 +51,8 @@ def _finite(x: Any, where: str) -> float:
     """A number the round was decided under (a pin, a pooled log ratio, a check's threshold): a
     value that is not finite could never have been measured, and no bar can read it."""
     v = float(x)
-    if not math.isfinite(v):
-        raise ReceiptError(f"{where}: expected a finite number, got {x!r}")
+    if not finite(v):
+        raise ReceiptError(f"expected a finite number, got {x!r}", where)
     return v
 
 
@@ -427,9 +436,19 @@ class ProfileRecord:
         if "rules" not in d:
             raise ReceiptError("the receipt records no gate rules (profile.rules)")
         return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
-                   node=str(d.get("node") or ""), rules=_read("rules", rules_from_dict, d["rules"]),
+                   node=str(d.get("node") or ""), rules=_read("rules", _rules, d["rules"]),
                    bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}),
                    server=dict(d.get("server") or {}))
+
+
+def _rules(d: Mapping[str, Any]) -> GateRules:
+    """The rules a receipt was decided under: a bar of NaN is one no figure can fail."""
+    rules = rules_from_dict(dict(d))
+    if bad := not_finite(rules):
+        key, got = bad[0]
+        raise ReceiptError(f"expected a finite number, got {got!r}"
+                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""), key)
+    return rules
 
 
 @dataclass
@@ -593,19 +612,10 @@ def _read(where: str, read: Callable[[Any], T], value: Any) -> T:
     """One part of a receipt read, any failure refused with the place it happened."""
     try:
         return read(value)
+    except ReceiptError as e:
+        raise e.under(where) from None
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
-        said = str(e)
-        if isinstance(e, ValueError) and _names_a_key(said):      # "frontier: expected …" (ReceiptError too)
-            raise ReceiptError(f"{where}.{said}") from None
-        if isinstance(e, ReceiptError):
-            raise ReceiptError(f"{where}: {said}") from None
-        raise ReceiptError(f"not a readable receipt: {where}: {type(e).__name__}: {said}") from None
-
-
-def _names_a_key(message: str) -> bool:
-    """Whether a nested refusal starts with the key it is about ("frontier: expected …")."""
-    head = message.split(":", 1)[0]
-    return bool(head) and " " not in head
+        raise ReceiptError(f"not a readable receipt: {type(e).__name__}: {e}", where) from None
 
 
 # Keys written only when they hold something (they were added after schema 1 first shipped,
