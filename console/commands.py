@@ -20,6 +20,22 @@ def _default_out(profile: Profile) -> Path:
     return Path.cwd() / "results" / profile.name
 
 
+def _out_dir(path: Path, option: str = "--out") -> Path:
+    """``path`` resolved, refused when it or a folder above it is a file (mkdir would fail later)."""
+    path = path.resolve()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"{option} {path}: expected a directory, but {p} is a file",
+                                 "Give a directory (it is made if missing).")
+            break
+    return path
+
+
+def _results_dir(profile: Profile, args) -> Path:
+    return _out_dir(args.out) if args.out else _default_out(profile).resolve()
+
+
 def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
     """The lock a round reads and raises: --lock, else OUT/reference.lock, seeded from the
     profile's committed template (<profile dir>/<name>/reference.lock) or made unmeasured."""
@@ -46,7 +62,7 @@ def drive(rnd, args) -> int:
 
 def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None, bundle=None):
     from .round import Round, RoundConfig
-    out = (args.out or _default_out(profile)).resolve()
+    out = _results_dir(profile, args)
     cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
                       kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
                       keep_work=args.keep_work, fresh=getattr(args, "fresh", False),
@@ -92,7 +108,7 @@ def _run_bundle(args) -> int:
     b = bundles.open_bundle(args.bundle)
     profile = bundles.route(load_profile(args.profile or b.profile_path), b)
     b.took["profile"] = args.profile is None
-    if (args.out or _default_out(profile)).resolve().is_relative_to(b.root):
+    if _results_dir(profile, args).is_relative_to(b.root):
         raise UsageError(f"the results directory would be inside the bundle {b.root}, which then no longer "
                          "matches its manifest", "Give --out outside the bundle, or run from another directory.")
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
@@ -135,7 +151,7 @@ def cmd_sweep(args) -> int:
     except ValueError as e:
         raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
-    out = (args.out or _default_out(profile)).resolve()
+    out = _results_dir(profile, args)
     cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
                       runtime=args.runtime, kind="sweep", keep_work=args.keep_work, rebuild=args.rebuild)
     return drive(Sweep(cfg, levels, args.blocks), args)
@@ -229,11 +245,7 @@ def cmd_verdict(args) -> int:
     from .reports.exports import verdict_table
     from .reports.text import LineReporter
     from .reports.tables import render
-    try:
-        data = args.receipt.read_bytes()
-        doc = json.loads(data)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read receipt {args.receipt}: {e}", "Give the path of a receipt.json.") from None
+    data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
     try:
         receipt = Receipt.from_dict(doc)
     except ReceiptError as e:
@@ -269,18 +281,18 @@ def cmd_blocks(args) -> int:
     from .reports import serving
     from .reports.tables import render
     from .results import store
+    data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
     try:
-        data = args.receipt.read_bytes()
-        receipt = Receipt.from_dict(json.loads(data))
-    except (OSError, ValueError, ReceiptError) as e:
-        raise UsageError(f"cannot read receipt {args.receipt}: {e}", "Give the path of a receipt.json.") from None
+        receipt = Receipt.from_dict(doc)
+    except ReceiptError as e:
+        raise UsageError(f"{args.receipt}: {e}", "Give the path of a console receipt.json.") from None
     if not receipt.profile.server:
         raise UsageError(f"{args.receipt} is not a serving round's receipt (its profile has no [server])",
                          "`console verdict` and `console compare` read any round.")
     render([serving.block_table(receipt)], args.format, sys.stdout)
     if args.save_result:
-        args.save_result.mkdir(parents=True, exist_ok=True)
-        identity, _ = store.identify_file(args.receipt, data, json.loads(data))
+        _out_dir(args.save_result, "--save-result").mkdir(parents=True, exist_ok=True)
+        identity, _ = store.identify_file(args.receipt, data, doc)
         for build, doc in serving.vllm_results(receipt, identity.receipt_id or "").items():
             path = args.save_result / f"{receipt.round_id}-{build}.json"
             path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -352,17 +364,21 @@ def cmd_lock(args) -> int:
     if not args.lock.exists():
         raise UsageError(f"no lock file at {args.lock}", "Give the path of a reference.lock.")
     doc = store.read_lock(args.lock)
+    lock = lockfile.model(doc, args.lock)
     if args.lock_cmd == "show":
         print(doc.as_string().rstrip("\n"))
         # the nodes, as TOML comments: the output is still the lock
         receipts = store.ledger_receipts(args.ledger) if args.ledger else None
         print("\n# node fingerprints (a round uses only the pins of its own node):")
-        print("\n".join(f"# {line}" for line in lockmod.node_lines(lockfile.model(doc), receipts)))
+        print("\n".join(f"# {line}" for line in lockmod.node_lines(lock, receipts)))
         return ExitCode.OK
+    if not (args.ledger / "ledger.jsonl").is_file():
+        raise UsageError(f"no ledger in {args.ledger}: it holds no ledger.jsonl",
+                         "Give --ledger the results directory (--out) of the rounds that raised the lock.")
     ledger_problems = [p for p in store.verify_dir(args.ledger) if p.fatal]
     for p in ledger_problems:
         print(p)
-    problems = lockmod.verify_lock(lockfile.model(doc), store.ledger_receipts(args.ledger), file=str(args.lock))
+    problems = lockmod.verify_lock(lock, store.ledger_receipts(args.ledger), file=str(args.lock))
     for p in problems:
         print(p)
     fatal = [p for p in problems if p.fatal] + ledger_problems
@@ -376,7 +392,10 @@ def cmd_report(args) -> int:
     from .results.saved import select_sources
     receipts = [s.receipt for s in select_sources(args.files)]     # the same reading as `console compare`
     page = render_html(receipts, [gate.decide(r, r.rules) for r in receipts])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.out.is_dir() or args.out.parent.exists() and not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: expected a file to write the page to, not a directory "
+                         "(or a path under a file)", "Give a file name, e.g. --out report.html.")
+    _out_dir(args.out.parent, "--out's folder").mkdir(parents=True, exist_ok=True)
     args.out.write_text(page, encoding="utf-8")
     print(args.out.resolve())
     return ExitCode.OK
@@ -448,22 +467,24 @@ def cmd_queue(args) -> int:
     from .core.queue import State
     from .reports.exports import history_table, queue_table
     from .queueing.store import QueueStore
+    from .core.untrusted import printable
 
     if not args.queue_cmd:
         raise UsageError("which queue action?", "submit, ready, approve, cancel, merged, list, show or work.")
-    say = lambda line: print(line, flush=True)      # noqa: E731
+    # a line may carry what a submitter wrote (author, source): never terminal controls
+    say = lambda line: print("\n".join(map(printable, line.split("\n"))), flush=True)      # noqa: E731
     if args.queue_cmd == "run-job":     # inside a batch job: the queue's file is not opened here
         from .queueing import slurm
         opts = queueing.WorkerOptions(results=args.dir.resolve(), keep_images=args.keep_images,
                                       runtime=args.runtime, reps=args.reps)
         return slurm.run_job(args.spec, args.dir.resolve(), opts, say)
-    store = QueueStore(args.dir.resolve())
+    store = QueueStore(_out_dir(args.dir, "--dir"))
     try:
         action = args.queue_cmd
         if action == "submit":
             row = queueing.submit(store, args.profile, args.source, args.author, args.draft)
             c = row.candidate
-            print(f"#{c.id} {c.state.value}: {c.reason}")
+            print(f"#{c.id} {c.state.value}: {printable(c.reason)}")
             return {State.REFUSED: ExitCode.REJECTED, State.REVIEW: ExitCode.HELD}.get(c.state, ExitCode.OK)
         if action in ("ready", "approve", "cancel", "merged"):
             row = store.get(args.id)
@@ -486,7 +507,7 @@ def cmd_queue(args) -> int:
         if action == "show":
             row = store.get(args.id)
             for k, v in row.to_dict().items():
-                print(f"{k:14} {v}")
+                print(f"{k:14} {printable(str(v))}")
             print()
             tables.render([history_table(store.history(row.id))], "table", sys.stdout)
             return ExitCode.OK

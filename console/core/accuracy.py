@@ -14,13 +14,13 @@ builds (fewer than two paired items) the tolerance is the fixed ±``accuracy_fal
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from scipy import stats as sps
 
+from console.core.untrusted import loads
 from console.core.rules import GateRules
 
 ESTIMATOR = "paired t interval over items"
@@ -47,9 +47,9 @@ def parse_tasks(text: str) -> list[Task]:
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TaskSetError(f"line {n}: not JSON ({e.msg})") from None
+            d = loads(line)
+        except ValueError as e:
+            raise TaskSetError(f"line {n}: {e}") from None
         if not isinstance(d, dict):
             raise TaskSetError(f"line {n}: expected an object")
         for k in ("id", "prompt", "answer"):

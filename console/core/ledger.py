@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from console.core.untrusted import loads
+
 LEDGER_FILE = "ledger.jsonl"
 RECEIPTS_DIR = "receipts"
 ENTRY_KEYS = ("id", "prev", "kind", "profile", "round_id", "sealed_at", "outcome", "tier")
@@ -157,7 +159,7 @@ def parse_ledger(text: str) -> tuple[list[Entry], list[Problem]]:
     for n, raw in enumerate(lines, start=1):
         why = _entry_error(raw)
         if why is None:
-            d = json.loads(raw)
+            d = loads(raw)
             entries.append(Entry(line=n, **{k: d[k] for k in ENTRY_KEYS}))
             continue
         if torn and n == len(lines):
@@ -168,9 +170,9 @@ def parse_ledger(text: str) -> tuple[list[Entry], list[Problem]]:
 
 def _entry_error(raw: str) -> str | None:
     try:
-        d = json.loads(raw)
+        d = loads(raw)
     except ValueError as e:
-        return f"not JSON ({e})"
+        return str(e)
     if not isinstance(d, dict):
         return "not a JSON object"
     if set(d) != set(ENTRY_KEYS):
@@ -226,9 +228,9 @@ def _check_receipt(e: Entry, data: bytes | None, p: Callable[..., Problem]) -> l
     if actual != e.id:
         return [p("receipt-changed", f"content hashes to {_short(actual)}, not its id: the file was modified", rf)]
     try:
-        receipt = json.loads(data.decode("utf-8"))
+        receipt = loads(data)
     except ValueError as ex:
-        return [p("receipt-malformed", f"not JSON: {ex}", rf)]
+        return [p("receipt-malformed", str(ex), rf)]
     if not isinstance(receipt, dict):
         return [p("receipt-malformed", "not a JSON object", rf)]
     out: list[Problem] = []
@@ -316,7 +318,7 @@ def check_latest(entries: list[Entry], data: bytes | None) -> list[Problem]:
     if not entries or data is None:
         return []
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = loads(data)
     except ValueError:
         doc = None
     ident = identify(data, doc, entries)

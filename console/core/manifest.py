@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from console.core.untrusted import loads
+
 FORMAT = "bench-console/bundle/1"
 KINDS = ("profile", "profile-file", "reference", "reference-record", "source", "sdist", "candidate", "model",
          "wheel", "image")
@@ -59,10 +61,13 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> Manifest:
         try:
-            d = json.loads(text)
+            d = loads(text)
+            if not isinstance(d, dict):
+                raise ManifestError("not a readable manifest: expected a JSON object")
             if d.get("format") != FORMAT:
                 raise ManifestError(f"format {d.get('format')!r}; this version reads {FORMAT}")
             pieces = [Piece.from_dict(x) for x in d["pieces"]]
+            _confined(d, pieces)
             return cls(profile=str(d["profile"]), profile_name=str(d["profile_name"]),
                        profile_sha256=str(d["profile_sha256"]), made_at=str(d["made_at"]),
                        console=str(d["console"]), candidate=str(d.get("candidate") or ""),
@@ -74,6 +79,26 @@ class Manifest:
 
     def of_kind(self, *kinds: str) -> list[Piece]:
         return [p for p in self.pieces if p.kind in kinds]
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a file inside the bundle, or None: it must be relative,
+    '/'-separated, with no '..' or empty part (a link is for the edge to see, on disk)."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or "\0" in path or any(p in ("", ".", "..") for p in parts):
+        return f"{path!r} is not a path inside the bundle (relative, no '..', '.' or empty part)"
+    return None
+
+
+def _confined(d: Mapping[str, Any], pieces: list[Piece]) -> None:
+    """Every path the manifest names stays in the bundle, checked before any file is read."""
+    named = [("profile", str(d["profile"]))] + [(f"pieces[{i}].path", p.path) for i, p in enumerate(pieces)]
+    cand = str(d.get("candidate") or "")
+    if cand and not cand.startswith("pypi:"):
+        named.append(("candidate", cand))
+    for where, path in named:
+        if (why := path_problem(path)) is not None:
+            raise ManifestError(f"key '{where}': {why}")
 
 
 def digest(manifest_bytes: bytes) -> str:
@@ -89,7 +114,7 @@ def problems(pieces: list[Piece], found: Mapping[str, tuple[int, str] | None],
     sha256) on disk (None: missing); ``present`` is every file under the bundle but the manifest."""
     out = []
     for p in pieces:
-        if p.path.startswith("/") or ".." in p.path.split("/"):
+        if path_problem(p.path) is not None:
             out.append(f"{p.path} ({p.kind}, {p.stands_for}): a path outside the bundle")
             continue
         got = found.get(p.path)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from console.core.adjudication import Adjudication
 from console.core.figures import finite
+from console.core.untrusted import safe_name
 from console.core.parity import DepthFigures
 from console.core.rules import GateRules, not_finite, rules_from_dict
 from console.core.served import ServedCheck
@@ -582,8 +583,13 @@ class Receipt:
         kind = d.get("kind", "round")
         if kind not in KINDS:
             raise ReceiptError(f"unknown receipt kind {kind!r}; expected one of {', '.join(KINDS)}")
+        round_id = d.get("round_id") or ""
+        if round_id and not (isinstance(round_id, str) and safe_name(round_id)):
+            # it names files (a journal, --save-result's exports): a path in it would write elsewhere
+            raise ReceiptError(f"{round_id!r} is not a round id (letters, digits, '.', '_', '-'; "
+                               "no path)", "round_id")
         try:
-            return cls(round_id=str(d.get("round_id") or ""), kind=kind, schema=schema,
+            return cls(round_id=round_id, kind=kind, schema=schema,
                        started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
                        status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
                        profile=_read("profile", ProfileRecord.from_dict, d.get("profile")),

@@ -78,6 +78,10 @@ def level_figures(level: Level, pairs: Sequence[tuple[Mapping[str, Any], Mapping
     return out
 
 
+MAX_CONCURRENCY = 1024             # as the profile's server.concurrency
+MIN_RATE, MAX_RATE = 0.001, 1e5    # requests per second
+
+
 def parse_levels(concurrency: str | None, rate: str | None, cap: int) -> list[Level]:
     """``--concurrency 1,2,4`` or ``--rate 0.5,1,2`` (under the cap ``cap``); ValueError names the bad item."""
     if bool(concurrency) == bool(rate):
@@ -89,8 +93,12 @@ def parse_levels(concurrency: str | None, rate: str | None, cap: int) -> list[Le
             x = int(item) if concurrency else float(item)
         except ValueError:
             raise ValueError(f"{item!r} is not a {'whole number' if concurrency else 'number'}") from None
-        if x <= 0:
-            raise ValueError(f"{item!r}: levels must be positive")
+        if not (math.isfinite(x) and x > 0):
+            raise ValueError(f"{item!r}: levels must be positive, finite numbers")
+        if concurrency and x > MAX_CONCURRENCY:
+            raise ValueError(f"{item!r}: at most {MAX_CONCURRENCY} requests in flight (server.concurrency's bound)")
+        if rate and not MIN_RATE <= x <= MAX_RATE:
+            raise ValueError(f"{item!r}: a rate is from {MIN_RATE} to {MAX_RATE:g} requests per second")
         out.append(Level(int(x)) if concurrency else Level(cap, float(x)))
     if len(set(out)) != len(out):
         raise ValueError("a level is listed twice")

@@ -20,7 +20,7 @@ from ..core.manifest import Manifest, ManifestError, Piece, digest, problems
 from ..errors import UsageError
 from ..paths import version
 from ..profile import Profile, Source, load_profile
-from ..results.store import utc_now
+from ..results.store import read_file, utc_now
 from . import sources, wheels
 
 MANIFEST = "manifest.json"
@@ -77,20 +77,32 @@ def open_bundle(root: Path) -> Bundle:
     bytes changed, or a file the manifest does not list is refused, each named."""
     root = root.resolve()
     path = root / MANIFEST
-    if not path.is_file():
+    if not os.path.lexists(path):        # anything else there is refused by read_file, named
         raise UsageError(f"{root} is not a bundle: it has no {MANIFEST}",
                          "Make one with `console bundle --profile PROFILE DIR` on a machine with network.")
-    data = path.read_bytes()
+    data = read_file(path, "a bundle manifest", REMAKE, 16 << 20)
     try:
         manifest = Manifest.from_json(data.decode("utf-8"))
     except (ManifestError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: {e}", REMAKE) from None
+    _confine(root, manifest)
     found = {p.path: _look(root / p.path) for p in manifest.pieces}
     bad = problems(manifest.pieces, found, set(_files(root)) - {MANIFEST})
     if bad:
         more = f"; and {len(bad) - 8} more" if len(bad) > 8 else ""
         raise UsageError(f"the bundle {root} does not match its manifest: {'; '.join(bad[:8])}{more}", REMAKE)
     return Bundle(root=root, manifest=manifest, manifest_sha256=digest(data))
+
+
+def _confine(root: Path, m: Manifest) -> None:
+    """Every path the manifest names is a file or directory under ``root`` reached through no
+    link (a link could lead anywhere on the node): refused before any file is read."""
+    named = [("profile", m.profile)] + [(f"pieces[{i}].path", p.path) for i, p in enumerate(m.pieces)]
+    if m.candidate and not m.candidate.startswith("pypi:"):
+        named.append(("candidate", m.candidate))
+    for key, rel in named:
+        if (root / rel).resolve() != root / rel:
+            raise UsageError(f"{root / MANIFEST}: key '{key}': {rel} leaves the bundle through a link", REMAKE)
 
 
 def _look(path: Path) -> tuple[int, str] | None:
@@ -100,16 +112,23 @@ def _look(path: Path) -> tuple[int, str] | None:
 
 
 def _files(root: Path) -> list[str]:
-    """Every file under ``root`` (links too), '/'-separated and relative to it."""
+    """Every file under ``root`` (links too, a link to a directory among them: walk does not
+    follow it), '/'-separated and relative to it."""
     out = []
-    for dirpath, _dirs, names in os.walk(root):
-        out += [(Path(dirpath) / n).relative_to(root).as_posix() for n in names]
+    for dirpath, dirs, names in os.walk(root):
+        links = [d for d in dirs if (Path(dirpath) / d).is_symlink()]
+        out += [(Path(dirpath) / n).relative_to(root).as_posix() for n in names + links]
     return out
 
 
 def route(profile: Profile, bundle: Bundle) -> Profile:
     """The profile with its model files and its reference read from the bundle, matched by the
-    sha256 the profile pins; a model file the bundle lacks is refused (the node has no other)."""
+    sha256 the profile pins; a model file the bundle lacks is refused (the node has no other).
+    The bundle's own profile reads nothing from outside the bundle."""
+    outside = _outside(profile, bundle.root) if Path(profile.path).is_relative_to(bundle.root) else None
+    if outside:
+        raise UsageError(f"{profile.path}: key '{outside[0]}': {outside[1]} is outside the bundle {bundle.root}: "
+                         "a round from a bundle reads only what its manifest lists", REMAKE)
     models = []
     for i, f in enumerate(profile.model):
         piece = next((p for p in bundle.manifest.of_kind("model")
@@ -271,11 +290,17 @@ def _copy(path: Path, into: Path, dest: Path) -> list[str]:
 def _check_bundled(p: Profile, bundled: Path, dest: Path) -> None:
     """The bundled profile must read everything from inside the bundle: a path the profile gives
     as absolute would still point at this machine."""
-    copy = load_profile(bundled)
-    for key, path in profile_paths(copy).items():
-        if not path.resolve().is_relative_to(dest):
-            raise UsageError(f"{p.path}: key '{key}': {path} is outside the profile's tree, so a bundle cannot "
-                             "carry it", "Give the path relative to the profile.")
+    outside = _outside(load_profile(bundled), dest)
+    if outside:
+        key, path = outside
+        raise UsageError(f"{p.path}: key '{key}': {path} is outside the profile's tree, so a bundle cannot "
+                         "carry it", "Give the path relative to the profile.")
+
+
+def _outside(p: Profile, root: Path) -> tuple[str, Path] | None:
+    """The first of the profile's own paths that resolves outside ``root`` (links followed), if any."""
+    return next(((key, path) for key, path in profile_paths(p).items()
+                 if not path.resolve().is_relative_to(root)), None)
 
 
 def _sdists(p: Profile, cand, dest: Path, kinds: dict[str, tuple[str, str]], log: Callable[[str], None]) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 
 # one error type for every malformed parity input, shared with the parity core
 from console.core.parity import ParityInputError
+from console.core.untrusted import CONTROL
 
 
 RESULT_PREFIX = b"BENCH_RESULT "
@@ -60,9 +61,6 @@ class BenchParse:
 # --- bench output ----------------------------------------------------------
 
 _RESULT_AT_LINE_START = re.compile(rb"(?:^|\n)BENCH_RESULT ")
-# C0 controls (except tab), DEL and C1 controls: shown escaped so that a log tail
-# cannot drive the terminal or the TUI that displays it
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)]}
 _NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
@@ -253,14 +251,14 @@ def log_tail(data: bytes, lines: int = LOG_TAIL_LINES, width: int = LOG_LINE_CHA
 
 
 def _display(head: bytes, length: int, width: int) -> str:
-    text = head.decode("utf-8", errors="replace").rstrip("\r").translate(_CONTROL)
+    text = head.decode("utf-8", errors="replace").rstrip("\r").translate(CONTROL)
     if len(text) > width or len(head) < length:
         return text[:width] + f" …[{length} bytes]"
     return text
 
 
 def _short(v: Any, limit: int = 40) -> str:
-    s = repr(v).translate(_CONTROL)
+    s = repr(v).translate(CONTROL)
     return s if len(s) <= limit else s[: limit - 1] + "…'"
 
 

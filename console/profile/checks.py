@@ -7,6 +7,7 @@ passes that directory as the validation context); a spec built in code keeps its
 """
 from __future__ import annotations
 
+import math
 import re
 import string
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class Check:
 def within(lo: float | None = None, hi: float | None = None) -> Check:
     """A closed interval; either end may be open-ended."""
     def problem(v: float) -> str | None:
+        # inf passes an open upper end and NaN fails every comparison: say "finite" for both
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"expected a finite number, got {v!r}"
         if (lo is None or v >= lo) and (hi is None or v <= hi):
             return None
         return f"expected a value in [{'' if lo is None else lo} .. {'' if hi is None else hi}], got {v!r}"
@@ -80,7 +84,11 @@ def matches(pattern: str, what: str) -> Check:
 
 
 SHA256 = matches("[0-9a-f]{64}", "64 lowercase hex digits")
-SIZE = matches("[0-9]+[kmgKMG]", "a size like '512m' or '2g'")
+# not 0: Docker reads a zero memory limit as none
+SIZE = matches("0*[1-9][0-9]*[kmgKMG]", "a size like '512m' or '2g', more than 0")
+# a numeric uid[:gid], or a plain user[:group] name as useradd allows it by default
+USER = matches(r"[0-9]{1,10}(:[0-9]{1,10})?|[a-z_][a-z0-9_-]{0,31}(:[a-z_][a-z0-9_-]{0,31})?",
+               "a numeric uid[:gid] or a plain user[:group] name")
 IMAGE_ID = matches("sha256:[0-9a-f]{64}", "an image ID 'sha256:' and 64 lowercase hex digits")
 # a fully qualified CDI device name: vendor.com/class=name (the CDI spec's grammar, slightly simplified)
 _CDI = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]/[A-Za-z][A-Za-z0-9_-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*")

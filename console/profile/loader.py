@@ -16,8 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..results.store import read_capped
 from .spec import Profile
 from .tables import ProfileFile
+
+MAX_PROFILE_BYTES = 1 << 20     # a profile is a few KB; a device or a huge file is not one
 
 
 class ProfileError(Exception):
@@ -29,13 +32,14 @@ class ProfileError(Exception):
 def load_profile(path: str | Path) -> Profile:
     path = Path(path).resolve()
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as e:
-        raise ProfileError(path, "(file)", f"a readable TOML file ({e.strerror})") from None
+        raw_bytes = read_capped(path, MAX_PROFILE_BYTES)
+    except ValueError as e:
+        raise ProfileError(path, "(file)", f"a readable TOML file ({e})") from None
     try:
         data = tomllib.loads(raw_bytes.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ProfileError(path, "(syntax)", f"valid TOML: {e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else e
+        raise ProfileError(path, "(syntax)", f"valid TOML: {why}") from None
     try:
         f = ProfileFile.model_validate(data, context={"base": path.parent})
     except ValidationError as e:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
+import sys
 from dataclasses import InitVar, asdict, field
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -23,8 +24,8 @@ from ..core.queue import QueueRules
 from ..core.receipt import ProfileRecord
 from ..core.rules import GateRules, Guard
 from ..engine.adapters import ADAPTERS
-from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, Check, ExistingFile, Int, Num,
-                     Place, Str, Strs, argv, increasing, key, loading, refuse, within)
+from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, USER, Check, ExistingFile, Int,
+                     Num, Place, Str, Strs, argv, increasing, key, loading, refuse, within)
 
 TABLE = ConfigDict(extra="forbid")      # an unknown key is an error that names it
 
@@ -110,6 +111,8 @@ class ModelFile:
             return data
         rel, module = data["path"], data.get("module")
         if isinstance(module, str):
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise refuse(f"expected an installed package's dotted name, got {module!r}", "module")
             where = _in_module(module, rel) or f"<module {module} is not installed>/{rel}"
         else:
             where = str((info.context["base"] / Path(rel).expanduser()).resolve())
@@ -117,13 +120,29 @@ class ModelFile:
 
 
 def _in_module(module: str, rel: str) -> str | None:
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return str(Path(list(spec.submodule_search_locations)[0]) / rel)
+    """``rel`` inside the installed package ``module``, found without running any of its code:
+    loading (or checking) a profile must not execute what a profile names.
+    ``importlib.util.find_spec`` would import a dotted name's parents (running their
+    ``__init__``); here each level is looked up by the import system's finders only, a
+    parent's search path leading to the next."""
+    path: list[str] | None = None
+    for i, _part in enumerate(parts := module.split(".")):
+        spec = _find(".".join(parts[:i + 1]), path)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = list(spec.submodule_search_locations)
+    return str(Path(path[0]) / rel) if path else None
+
+
+def _find(name: str, path: list[str] | None) -> ModuleSpec | None:
+    for finder in sys.meta_path:
+        try:
+            spec = finder.find_spec(name, path) if hasattr(finder, "find_spec") else None
+        except (ImportError, ValueError, OSError):
+            continue
+        if spec is not None:
+            return spec
+    return None
 
 
 @dataclass(frozen=True, config=TABLE, kw_only=True)
@@ -210,7 +229,7 @@ class RunSpec:
         "with gpus: the CDI devices runs get (e.g. 'nvidia.com/gpu=all'), for a Docker daemon that hands "
         "GPUs out by CDI; none: the equivalent of `docker run --gpus all`")] = ()
     env: Annotated[Strs, key("names of host variables passed through (nothing else is)")] = ()
-    user: Annotated[Str, key("uid:gid runs are started as (non-root by default)")] = "65534:65534"
+    user: Annotated[Str, USER, key("uid:gid runs are started as (non-root by default)")] = "65534:65534"
     output_limit_mb: Annotated[Int, within(1), key(
         "MB the output directory may hold",
         "64, or more: what the logits command writes (depths x rows x vocab float32s) and a margin")] = 64

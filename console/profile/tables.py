@@ -261,6 +261,17 @@ class ProfileFile(Table):
     adjudication: Annotated[AdjudicationSpec | None, key("how borderline KL is settled")] = None
     server: Annotated[ServerSpec | None, key("a serving profile: the engine's server and the load that times it")] = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _server_needs_serve(cls, data: Any) -> Any:
+        """Said first: without bench.mode = 'serve' the bench table asks for a bench command,
+        which is not what a serving profile lacks."""
+        bench = data.get("bench") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "server" in data and isinstance(bench, dict) and bench.get("mode") != "serve":
+            raise refuse("expected bench.mode = 'serve': a [server] table times requests through the server, "
+                         f"not runs of bench.command (bench.mode is {bench.get('mode', 'harness')!r})", "bench.mode")
+        return data
+
     @model_validator(mode="after")
     def _across_tables(self) -> ProfileFile:
         shas = {f.sha256 for f in self.model.files}

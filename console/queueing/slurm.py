@@ -38,10 +38,10 @@ from ..errors import ExitCode, InfraError, UsageError
 from ..profile import load_profile
 from .jobs import job_state, run
 from .store import QueueStore, Row
-from ..results.store import atomic_write
+from ..results.store import atomic_write, read_file, read_json
 
 if TYPE_CHECKING:
-    from .worker import WorkerOptions
+    from .worker import Finished, WorkerOptions
 
 PREFIX = "slurm:"
 
@@ -58,10 +58,8 @@ class Site:
 
 def load_site(path: Path) -> Site:
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise UsageError(f"cannot read the SLURM site file {path}: {e.strerror}", "Give --site FILE.") from None
-    except tomllib.TOMLDecodeError as e:
+        data = tomllib.loads(read_file(path, "a SLURM site file", "Give --site FILE.", 1 << 20).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise UsageError(f"{path}: not valid TOML: {e}", "Fix the site file.") from None
     known = {"partition", "python", "max_jobs", "sbatch", "poll_seconds"}
     for k in data:
@@ -126,15 +124,26 @@ def job_script(row: Row, site: Site, results: Path, *, reps: int | None, runtime
     return "\n".join(lines)
 
 
+def _finished(path: Path) -> "Finished":
+    """A batch job's outcome file, or a usage error naming it (it was written by the job)."""
+    from .worker import Finished
+    hint = "A batch job writes it as it ends; move it aside and `console queue show ID`."
+    _data, d = read_json(path, "a batch job's outcome", hint, 1 << 20)
+    try:
+        return Finished.from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"{path}: not a batch job's outcome: {type(e).__name__}: {e}", hint) from None
+
+
 def run_job(spec: Path, results: Path, opts: "WorkerOptions", say: Callable[[str], None]) -> int:
     """Inside the batch job: the round of the candidate in ``spec``, its outcome to a file."""
     from .worker import run_round_of
+    hint = "The worker writes it when it submits the job; is the results directory shared?"
+    _data, d = read_json(spec, "the job's candidate spec", hint, 1 << 20)
     try:
-        d = json.loads(spec.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read the job's candidate spec {spec}: {e}",
-                         "The worker writes it when it submits the job; is the results directory shared?") from None
-    row = Row.from_dict(d)
+        row = Row.from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"{spec}: not a candidate spec: {type(e).__name__}: {e}", hint) from None
     job = os.environ.get("SLURM_JOB_ID", "nojob")
     say(f"== #{row.id} by {row.candidate.author}: {row.source} (batch job {job} on "
         f"{os.environ.get('SLURMD_NODENAME', '?')})")
@@ -159,7 +168,7 @@ def submit(row: Row, script: str, site: Site) -> str:
 def watch(store: QueueStore, results: Path, say: Callable[[str], None]) -> int:
     """Record the outcomes of jobs that ended; give back candidates whose job ended without one.
     Returns the number of jobs still running."""
-    from .worker import Finished, record
+    from .worker import record
     alive = 0
     for row in store.rows():
         w = row.worker or ""
@@ -174,7 +183,7 @@ def watch(store: QueueStore, results: Path, say: Callable[[str], None]) -> int:
             continue
         done = outcome_path(results, row.id, job)
         if done.is_file():      # written atomically before the job ended
-            _recorded, line = record(store, row.id, Finished.from_dict(json.loads(done.read_text())))
+            _recorded, line = record(store, row.id, _finished(done))
             say(f"{line} (batch job {job})")
             continue
         what = "is no longer known to the scheduler" if st is None else \

@@ -15,12 +15,12 @@ blocks while it paces the stream, ``abort()`` ends it with
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import threading
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 from console import events as ev
+from console.core.untrusted import loads
 from console.core.sequential import Preview
 from console.engine.buildkey import built_by
 
@@ -90,7 +90,7 @@ class ReplaySource(_Paced):
         if self.path.suffix == ".jsonl":
             stream = read_journal(self.path)
         else:
-            stream = events_from_receipt(json.loads(self.path.read_text()), str(self.path))
+            stream = events_from_receipt(loads(self.path.read_bytes()), str(self.path))
         return self._paced(stream)
 
 
@@ -144,11 +144,8 @@ def check_replayable(path: Path, follow: bool = False) -> None:
     journal ``ReplaySource``/``FollowSource`` can play: asked before the console opens,
     which would otherwise sit empty on a file it cannot read."""
     from ..errors import UsageError
-    from ..results import journal
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}", _GIVE) from None
+    from ..results import journal, store
+    data = store.read_file(path, "a receipt or a journal", _GIVE)
     if follow or path.suffix == ".jsonl":
         jr = journal.parse_journal(data)
         if jr.damaged_line is not None:
@@ -160,9 +157,9 @@ def check_replayable(path: Path, follow: bool = False) -> None:
                              _GIVE)
         return
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise UsageError(f"{path} is neither a receipt nor a journal: not JSON ({e})", _GIVE) from None
+        doc = loads(data)
+    except ValueError as e:
+        raise UsageError(f"{path} is neither a receipt nor a journal: {e}", _GIVE) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     # a newer schema is still replayed, its verdict shown as recorded (NOT_REDERIVED)
     if not (isinstance(schema, str) and schema.startswith(RECEIPT_SCHEMA_PREFIX)):
@@ -173,7 +170,7 @@ def _event(line: dict[str, Any] | bytes, path: Path, n: int, last_at: float) -> 
     """Line ``n``'s event (parsed, or raw bytes), or a notice that it was skipped (an unknown
     kind, not JSON)."""
     try:
-        return ev.event_from_dict(json.loads(line) if isinstance(line, bytes) else line)
+        return ev.event_from_dict(loads(line) if isinstance(line, bytes) else line)
     except (ValueError, TypeError) as exc:
         return ev.Notice(level="warn", code="journal-unknown-event",
                          message=f"{path.name}:{n}: skipped ({exc})", at=last_at)

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Sequence
 
+from ..core.untrusted import printable
+
 FORMATS = ("table", "md", "csv", "json")
 
 
@@ -69,12 +71,13 @@ def render(tables: Sequence[Table], fmt: str, out: IO[str], table: str | None = 
         w = csv.writer(out, lineterminator="\n")
         w.writerow([c.key for c in t.columns])
         for r in t.rows:
-            w.writerow(["" if r.get(c.key) is None else _csv_value(r.get(c.key)) for c in t.columns])
+            w.writerow(["" if r.get(c.key) is None else printable(_csv_value(r.get(c.key))) for c in t.columns])
         return
     for i, t in enumerate(tables):
         if i:
             out.write("\n")
-        cells = [[c.show(r.get(c.key)) for c in t.columns] for r in t.rows]
+        # cells may hold what someone wrote (a queue's authors and sources): never terminal controls
+        cells = [[printable(c.show(r.get(c.key))) for c in t.columns] for r in t.rows]
         heads = [c.key for c in t.columns]
         if fmt == "md":
             out.write(f"### {t.title}\n\n| " + " | ".join(heads) + " |\n|" + "---|" * len(heads) + "\n")

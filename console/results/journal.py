@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from console.results.store import fsync_dir
+from console.core.untrusted import loads
+from console.results.store import fsync_dir, read_file
 
 JOURNAL_DIR = "journal"
 
@@ -40,12 +41,11 @@ class JournalRead:
 
 
 def read_journal(path: str | os.PathLike[str]) -> JournalRead:
-    """The intact prefix of a journal. Never raises on a torn or missing file."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
+    """The intact prefix of a journal. Never raises on a torn or missing file; a device, a
+    directory or a file too large to be a journal is a usage error naming it."""
+    if not os.path.lexists(path):
         return JournalRead([], False, False)
-    return parse_journal(data)
+    return parse_journal(read_file(path, "a round's journal", "Give results/<profile>/journal/<round>.jsonl."))
 
 
 def parse_journal(data: bytes) -> JournalRead:
@@ -66,8 +66,8 @@ def parse_journal(data: bytes) -> JournalRead:
 
 def _event(raw: bytes) -> dict[str, Any] | None:
     try:
-        ev = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        ev = loads(raw)
+    except ValueError:
         return None
     return ev if isinstance(ev, dict) and isinstance(ev.get("kind"), str) else None
 

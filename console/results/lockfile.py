@@ -34,9 +34,22 @@ def loads(text: str) -> tomlkit.TOMLDocument:
         raise L.LockError(f"reference.lock is not valid TOML: {e}") from None
 
 
-def model(doc: tomlkit.TOMLDocument) -> dict[str, Any]:
-    """The plain dict ``console.core.lock`` works on."""
-    return doc.unwrap()
+# the lock's tables, each of tables (a slot, a node) but parity and reference: a hand-edited lock
+# is refused here with the key, not deep inside a check
+_TABLES = {"reference": False, "parity": False, "baselines": True, "noise": True}
+
+
+def model(doc: tomlkit.TOMLDocument, path: str | Path = "reference.lock") -> dict[str, Any]:
+    """The plain dict ``console.core.lock`` works on; a table of the wrong shape is a usage error."""
+    m = doc.unwrap()
+    for name, nested in _TABLES.items():
+        t = m.get(name, {})
+        bad = (f"key '{name}'" if not isinstance(t, dict) else
+               next((f"key '{name}.{k}'" for k, v in t.items() if nested and not isinstance(v, dict)), None))
+        if bad:
+            raise UsageError(f"{path}: {bad}: expected a table", "Fix the lock by hand or restore it from "
+                             "version control (`console lock verify` checks it).")
+    return m
 
 
 def apply_changes(doc: tomlkit.TOMLDocument, changes: Iterable[L.Change]) -> None:
@@ -122,7 +135,7 @@ def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path |
     With ``ledger_dir``, every non-zero pin must first trace to a sealed receipt there:
     a hand-edited floor or frontier would otherwise judge the round unseen.
     """
-    m = model(store.read_lock(path))
+    m = model(store.read_lock(path), path)
     receipts = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
     if receipts is not None:
         bad = [p for p in L.verify_lock(m, receipts, file=str(path)) if p.fatal]
@@ -147,7 +160,7 @@ def update(path: Path, receipt_id: str, sealed: dict, verdict: dict, profile: Pr
     ``ledger_dir`` holds the earlier noise rounds a node's noise pools with, and the receipts
     that say which node measured a pin written before fingerprints."""
     doc = store.read_lock(path)
-    m = model(doc)
+    m = model(doc, path)
     ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
     findings = L.stale_findings(m, sealed, profile.gate.significance, ledger) if sealed.get("kind") == "round" else []
     changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance, ledger=ledger)

@@ -1,7 +1,6 @@
 """Saved rounds as comparison sources: receipt files and results directories (ledgers)."""
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -32,11 +31,7 @@ def _receipt(doc: object, where: str) -> Receipt:
 
 
 def _from_file(path: Path) -> Source:
-    try:
-        data = path.read_bytes()
-        doc = json.loads(data)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read receipt {path}: {e}", "Give a receipt file or a results directory.") from None
+    data, doc = store.read_json(path, "a receipt", "Give a receipt file or a results directory.")
     ident, _ = store.identify_file(path, data, doc)
     rid = ident.receipt_id
     return Source(rid[:12] if rid else path.name, _receipt(doc, str(path)), rid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +18,47 @@ from typing import Any, Callable, Iterator, Mapping
 import tomlkit
 
 from console.core import ledger as L
+from console.core.untrusted import loads
 from console.core.reruns import prior_problems
+from console.errors import UsageError
+
+# what a reader takes at the most: a receipt with every request of a long serving round is tens
+# of MB; more is not a file the console wrote
+MAX_FILE_BYTES = 256 << 20
+
+
+# --- reading files a person may have changed -------------------------------------
+
+def read_capped(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; ValueError says why not: unreadable, a device,
+    pipe or directory (``/dev/zero`` would read forever), or larger than ``limit`` bytes."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError("not a regular file (a directory, device or pipe)")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit >> 20} MiB, more than the console reads")
+    return data
+
+
+def read_file(path: str | os.PathLike[str], what: str, hint: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """``read_capped``, a refusal being a usage error that names the file and what it should be."""
+    try:
+        return read_capped(path, limit)
+    except ValueError as e:
+        raise UsageError(f"cannot read {path} as {what}: {e}", hint) from None
+
+
+def read_json(path: str | os.PathLike[str], what: str, hint: str, limit: int = MAX_FILE_BYTES) -> tuple[bytes, Any]:
+    """The bytes of a JSON file and the document they hold, or a usage error naming the file."""
+    data = read_file(path, what, hint, limit)
+    try:
+        return data, loads(data)
+    except ValueError as e:
+        raise UsageError(f"cannot read {path} as {what}: {e}", hint) from None
 
 
 # --- durable writes ------------------------------------------------------------
@@ -218,7 +259,10 @@ def _receipts(entries: list[L.Entry], load: Callable[[str], bytes | None]) -> di
     for e in entries:
         data = load(e.id)
         if data is not None and L.receipt_id(data) == e.id and e.id not in found:
-            found[e.id] = json.loads(data)
+            try:
+                found[e.id] = loads(data)
+            except ValueError:      # hashes to its id yet is not JSON: verify names it, nobody reads it
+                continue
     return found
 
 
@@ -237,14 +281,14 @@ def read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
     """The lock as a comment-keeping document; a malformed file is a usage error."""
     try:
         return _read_lock(path)
-    except (tomlkit.exceptions.TOMLKitError, UnicodeDecodeError, OSError) as e:
-        from ..errors import UsageError
+    except (tomlkit.exceptions.TOMLKitError, UnicodeDecodeError, OSError, RecursionError) as e:
         raise UsageError(f"{path}: not a readable reference.lock: {e}",
                          "Fix the TOML (comments are kept), or restore it from version control.") from None
 
 
 def _read_lock(path: str | os.PathLike[str]) -> tomlkit.TOMLDocument:
-    return tomlkit.parse(Path(path).read_text(encoding="utf-8"))
+    return tomlkit.parse(read_file(path, "a reference.lock", "Give the path of a reference.lock.",
+                                   16 << 20).decode("utf-8"))
 
 
 def write_lock(path: str | os.PathLike[str], doc: tomlkit.TOMLDocument) -> None:

@@ -6,9 +6,29 @@ from pathlib import Path
 from typing import Any
 
 from ..results import journal
+from ..core.untrusted import safe_name
 from ..core.receipt import Rep, RepKey
 from ..errors import InfraError, UsageError
 from ..runtime.base import BuildResult
+from .plan import spec_from_plan
+
+
+# what a resumed round reads from the plan, and the type it must have
+_PLAN_KEYS = {"round_id": str, "out_dir": str, "profile_path": str, "runtime": str, "kind": str,
+              "main": dict, "candidate": dict}
+
+
+def _check_plan(plan: dict[str, Any]) -> None:
+    """The round_started plan holds what resuming reads, each of the type written."""
+    for k, t in _PLAN_KEYS.items():
+        if not isinstance(plan.get(k), t):
+            raise ValueError(f"its plan's '{k}' is {plan.get(k)!r}, expected a {t.__name__}")
+    if not safe_name(plan["round_id"]):
+        raise ValueError(f"its plan's 'round_id' {plan['round_id']!r} is not a round id")
+    if not (plan.get("reps") is None or type(plan["reps"]) is int):
+        raise ValueError(f"its plan's 'reps' is {plan['reps']!r}, expected a whole number")
+    for k in ("main", "candidate"):
+        spec_from_plan(plan[k])
 
 
 @dataclass
@@ -23,10 +43,16 @@ class Resume:
         if jr.damaged_line is not None:
             raise UsageError(f"{path}: line {jr.damaged_line} is unreadable but is not the last line",
                              "The journal was damaged after the fact; it cannot be resumed. Run the round again.")
-        plan = journal.round_plan(jr.events)
-        if plan is None:
-            raise UsageError(f"{path} has no round_started event", "Is this a console journal?")
-        return cls(plan=plan, events=jr.events, reps=[Rep.from_dict(r) for r in journal.completed_reps(jr.events)])
+        try:
+            plan = journal.round_plan(jr.events)
+            if plan is None:
+                raise UsageError(f"{path} has no round_started event", "Is this a console journal?")
+            _check_plan(plan)
+            reps = [Rep.from_dict(r) for r in journal.completed_reps(jr.events)]
+        except (KeyError, TypeError, ValueError) as e:     # ReceiptError is a ValueError
+            raise UsageError(f"{path}: not a journal this console can resume: {e}",
+                             "The journal was changed after the fact; run the round again.") from None
+        return cls(plan=plan, events=jr.events, reps=reps)
 
     def ended_status(self) -> str | None:
         ended = [e for e in self.events if e.get("kind") == "round_ended"]

@@ -14,7 +14,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core.untrusted import loads
+from ..results.store import read_capped
+
 FILE_KEYS = ("prompt", "max_tokens", "input_tokens")
+MAX_WORKLOAD_BYTES = 64 << 20       # tens of thousands of long prompts; /dev/zero is refused, not read
 
 
 class WorkloadError(ValueError):
@@ -151,15 +155,15 @@ def file_requests(path: Path, default_max_tokens: int) -> list[Request]:
     """One request per non-blank line of a JSON Lines file:
     ``{"prompt": "text" | [ids], "max_tokens": n, "input_tokens": n}`` (the last two optional)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_capped(path, MAX_WORKLOAD_BYTES).decode("utf-8").splitlines()
+    except ValueError as e:         # UnicodeDecodeError too
         raise WorkloadError(path, 0, f"a readable UTF-8 file ({e})") from e
     out: list[Request] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except ValueError as e:
             raise WorkloadError(path, number, f"invalid JSON ({e})") from e
         try:

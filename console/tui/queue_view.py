@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 from ..core import queue as policy
 from ..core.progress import Tracker
 from ..core.queue import CLOSED, State
+from ..core.untrusted import printable
 from ..results.journal import JOURNAL_DIR, read_journal
 from ..queueing.store import QueueStore, Row
 from .widgets.linetable import Column, LineTable
@@ -73,9 +74,19 @@ def live_round(row: Row) -> str:
     return phase + (f", {progress.text()}" if progress is not None else "")
 
 
-def _short(source: str, n: int = 22) -> str:
+def _short(source: str, n: int = 22) -> Text:
     name = Path(source).name if "/" in source else source
-    return name if len(name) <= n else "…" + name[-(n - 1):]
+    return _plain(name if len(name) <= n else "…" + name[-(n - 1):])
+
+
+def _plain(text: str | None) -> Text:
+    """What a submitter wrote (author, source, reason), shown as it is: never read as markup,
+    its control characters escaped so that it cannot drive the terminal."""
+    return Text(printable(text or ""))
+
+
+def _state(state: State) -> Text:
+    return Text(state.value, style=_STYLE.get(state, ""))
 
 
 def sections(rows: Sequence[Row], live: Callable[[Row], str] = live_round) -> dict[str, list[tuple[str, list[Any]]]]:
@@ -93,15 +104,17 @@ def sections(rows: Sequence[Row], live: Callable[[Row], str] = live_round) -> di
         clash = plan.conflicts.get(c.id)
         if clash:
             reason += f"  [conflict: {', '.join(f'#{i}' for i in clash)}]"
-        out["waiting"].append((str(c.id), [str(c.id), c.author, Text(c.state.value, style=_STYLE.get(c.state, "")),
-                                           (c.ready_at or "-")[:19], _short(r.source), reason]))
+        out["waiting"].append((str(c.id), [str(c.id), _plain(c.author), _state(c.state),
+                                           _plain((c.ready_at or "-")[:19]), _short(r.source), _plain(reason)]))
     for r in rows:
         c = r.candidate
         if c.state is State.RUNNING:
-            out["running"].append((str(c.id), [str(c.id), c.author, r.worker or "", _short(r.source), live(r)]))
+            out["running"].append((str(c.id), [str(c.id), _plain(c.author), _plain(r.worker), _short(r.source),
+                                               _plain(live(r))]))
         elif c.state in CLOSED or c.state is State.MERGEABLE:
-            out["finished"].append((str(c.id), [str(c.id), c.author, Text(c.state.value, style=_STYLE.get(c.state, "")),
-                                                (r.receipt_id or "-")[:12], _short(r.source), c.reason]))
+            out["finished"].append((str(c.id), [str(c.id), _plain(c.author), _state(c.state),
+                                                _plain((r.receipt_id or "-")[:12]), _short(r.source),
+                                                _plain(c.reason)]))
     out["finished"].reverse()           # newest first
     return out
 
@@ -157,4 +170,4 @@ class QueueApp(App[int | None]):
             self.query_one(f"#title-{key}", Static).update(f"{TITLES[key]} · {len(table_rows)}")
         counts = {s: sum(r.candidate.state is s for r in rows) for s in State}
         head = " · ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "empty"
-        self.query_one("#queue-head", Static).update(f"{self.store.path}  {head}")
+        self.query_one("#queue-head", Static).update(Text(printable(f"{self.store.path}  {head}")))

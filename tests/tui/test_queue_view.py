@@ -36,10 +36,10 @@ def test_sections_say_why_each_waits_and_show_the_live_round(tmp_path):
     assert str(waiting["2"][5]).startswith("waits for #1 by the same author (running)")
     assert "booked next" in str(waiting["3"][5]) and "conflict: #1, #2, #4" in str(waiting["3"][5])
     (_k, running), = parts["running"]
-    assert running[2] == "slurm:7" and running[4] == "reps, rep 3/38, ≤ 2m00s left"
+    assert str(running[2]) == "slurm:7" and str(running[4]) == "reps, rep 3/38, ≤ 2m00s left"
     finished = [row for _k, row in parts["finished"]]
     assert [r[0] for r in finished] == ["5", "4"]          # newest first
-    assert "measuring apparatus" in finished[0][5] and finished[1][3] == "ab" * 6
+    assert "measuring apparatus" in str(finished[0][5]) and str(finished[1][3]) == "ab" * 6
 
 
 def test_the_live_round_is_read_from_the_newest_journal(tmp_path, monkeypatch):
@@ -74,3 +74,37 @@ async def test_the_app_draws_the_three_sections(tmp_path):
         app.query_one("#queue-running", LineTable).focus()
         await pilot.press("down", "enter")                    # open #3's round
     assert app.return_value == 3
+
+
+HOSTILE = ["[/]", "[bold red]x", "\x1b[2J\x1b[31mevil", "a\nb\rc\x07"]
+
+
+def hostile_queue(directory) -> QueueStore:
+    """A queue whose authors, sources, reasons and worker are markup and terminal controls."""
+    q = QueueStore(directory)
+    for i, who in enumerate(HOSTILE):
+        cid = q.submit(author=who, source=f"/p/{who}.patch", profile=str(DEMO_PROFILE), state=State.QUEUED,
+                       reason=f"queued {who}", files=[], fingerprint=frozenset())
+        if i == 0:
+            q.move(cid, State.RUNNING, f"booked {who}", worker=f"w{who}")
+        if i == 1:
+            q.move(cid, State.CANCELLED, f"cancelled {who}")
+    return q
+
+
+async def test_the_view_shows_hostile_authors_as_text(tmp_path):
+    hostile_queue(tmp_path).close()
+    app = QueueApp(tmp_path, interval=0.2, live=lambda r: "[/] \x1b[2J")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause(0.4)
+        for key in ("waiting", "running", "finished"):
+            table = app.query_one(f"#queue-{key}", LineTable)
+            shown = [c for row in _cells(table) for c in row]
+            assert table.row_count and not any(ch in c for c in shown for ch in "\x1b\n\r\x07")
+            for y in range(table.row_count):       # each line drawn, none read as markup
+                table.render_line(y)
+        waiting = [c for row in _cells(app.query_one("#queue-waiting", LineTable)) for c in row]
+        assert "\\x1b[2J\\x1b[31mevil" in waiting and "a\\x0ab\\x0dc\\x07" in waiting
+        running = _cells(app.query_one("#queue-running", LineTable))[0]
+        assert running[1] == "[/]" and running[2] == "w[/]" and running[4] == "[/] \\x1b[2J"
+        assert "[bold red]x" in _cells(app.query_one("#queue-finished", LineTable))[0]
