@@ -19,7 +19,8 @@ pooled within-round SD of the recorded receipts' log ratios) and at 3 %, a quiet
 
 The rates are stated for the first two; the last two are off the model the rates rest on and
 are reported as they come out. Printed per true gain: the outcomes, tier accuracy and the
-pairs the round ran; then the false accept over up to three pooled reruns; then the pairs to
+pairs the round ran; then the false accept over up to three pooled reruns; then whether a
+regression decided `slower` beside a step change stops its rerun with exit 1; then the pairs to
 a decision with no budget against Wald's SPRT with the noise known (simulated at the same
 rates and gains: the best any design can do); then each claim check's false-refusal rate on
 honest simulated and recorded rounds and its catch rate on an inflated candidate (the demo's
@@ -126,13 +127,22 @@ class Tree:
         self.record = {"tree_sha256": sha}
 
 
+def rerun_stopped(profile: Any, out: Path, trees: dict[str, str], rnd: Round | None = None) -> int | None:
+    """The exit code a round of ``trees`` ends with at once when the ledger in ``out`` already
+    decided the experiment (``Round._earlier_rounds``, as ``console run`` reads it); None: it measures."""
+    rnd = rnd or Round(RoundConfig(profile=profile, main=None, candidate=None, out_dir=out))
+    if rnd._earlier_rounds({b: Tree(t) for b, t in trees.items()}) is None:
+        return None
+    return int(rnd.exit_code)
+
+
 def simulate_round(profile: Any, out: Path, draws: tuple[np.ndarray, np.ndarray], trees: dict[str, str],
                    seal: bool = False) -> tuple[str, Receipt | None]:
     """One round of ``profile`` whose timed pair k measures ``draws[·][k]``: the runner's loop
     decides when to stop; returns (outcome, receipt), or ("decided-before", None) when the
     ledger in ``out`` already decided the experiment."""
     rnd = Round(RoundConfig(profile=profile, main=None, candidate=None, out_dir=out))
-    if seal and rnd._earlier_rounds({b: Tree(t) for b, t in trees.items()}) is not None:
+    if seal and rerun_stopped(profile, out, trees, rnd) is not None:
         return "decided-before", None
     receipt = Receipt(round_id=f"sim-{time.monotonic_ns()}", kind="round", started_at="2026-12-04T00:00:00Z",
                       profile=profile.record(), lock=Pins(), parity=_parity(profile),
@@ -212,6 +222,26 @@ def reruns_table(rng: np.random.Generator, profile: Any, sd: float, runs: int, w
     print(f"\nfalse accept at the bar ({profile.gate.significance:.0%}) over up to 3 reruns pooled through a real "
           f"ledger, SD {sd:.1%}: {hits / runs:.2%} of {runs}")
     return hits / runs
+
+
+def stepped_regression_table(rng: np.random.Generator, profile: Any, sd: float, runs: int, work: Path) -> dict:
+    """A regression decided `slower` while the node steps mid-round (the step check leaves the
+    outcome standing with a `step-change` warning; the pairs never pool), sealed, then rerun on the
+    same ledger: the rerun must stop at once with `slower`'s exit code, never measure it into a pass."""
+    budget, before, after, at = profile.gate.max_pairs, -1.3 * sd, -5 * sd, 6
+    seen = unstopped = 0
+    for i in range(runs):
+        out, trees = work / f"stepped-{i}", {"main": "m" * 64, "candidate": f"{i:064x}"}
+        main, cand = pair_draws(rng, "gauss", sd, before, budget, budget)
+        cand[at:] += math.log1p(after) - math.log1p(before)
+        outcome, r = simulate_round(profile, out, (main, cand), trees, seal=True)
+        if outcome == "slower" and any(w["code"] == "step-change" for w in r.verdict.get("warnings") or []):
+            seen += 1
+            unstopped += rerun_stopped(profile, out, trees) != 1
+    print(f"\nreruns of a regression decided `slower` with a step-change warning ({before:+.1%}, then {after:+.1%} "
+          f"from pair {at}), SD {sd:.1%}: {seen} of {runs} rounds so decided; reruns not stopped with exit 1: "
+          f"{unstopped}")
+    return {"rounds": seen, "rerun_not_failed": unstopped / seen if seen else None}
 
 
 # --- against Wald's SPRT ---------------------------------------------------------------------
@@ -298,8 +328,9 @@ def headline(tables: dict, reruns3: float, sprt: dict, profile: Any) -> dict:
 def noise_block(rng, profile, sd: float, runs: int, work: Path, models=MODELS) -> dict:
     tables = {m: rate_table(rng, profile, m, sd, runs, work) for m in models}
     reruns3 = reruns_table(rng, profile, sd, max(runs // 2, 50), work)
+    stepped = stepped_regression_table(rng, profile, sd, max(runs // 4, 25), work)
     sprt = sprt_table(rng, profile, sd, max(runs // 2, 50))
-    return {"sd": sd, **headline(tables, reruns3, sprt, profile), "tables": tables}
+    return {"sd": sd, **headline(tables, reruns3, sprt, profile), "stepped_slower_reruns": stepped, "tables": tables}
 
 
 # --- claim checks ---------------------------------------------------------------------------------

@@ -48,7 +48,9 @@ class LookBack:
 
     def decided_sentence(self) -> str:
         rid, round_id, outcome, _ = self.decided_by or ("", "", "", 0)
-        return (f"decided by round {round_id} (receipt {rid[:12]}, {outcome}), with {len(self.prior)} round(s) "
+        own = "" if any(p.receipt == rid for p in self.prior) else \
+            " (its own pairs changed level mid-round, so they pool with nothing; its outcome stood)"
+        return (f"decided by round {round_id} (receipt {rid[:12]}, {outcome}){own}, with {len(self.prior)} round(s) "
                 f"and {sum(len(p.log_ratios) for p in self.prior)} pairs pooled: nothing new was measured or sealed. "
                 "Rerun with --fresh to measure again (a fresh round does not pool with them)")
 
@@ -84,7 +86,10 @@ def _of_experiment(d: Mapping[str, Any], exp: str) -> bool:
 
 def _pooled(ledger: Mapping[str, Mapping[str, Any]],
             exp: str) -> tuple[list[PriorRound], tuple[str, str, str, int] | None]:
-    """The rounds of ``exp`` that pool, from its latest fresh round on, and the last one's outcome."""
+    """The rounds of ``exp`` that pool, from its latest fresh round on, and the outcome of the last
+    round that pooled or decided. A round whose step check fired pools no pairs (they measured two
+    things), but a decided one still decides: its outcome stood with the step said beside it, and a
+    rerun measuring again could turn a decided regression into a pass."""
     rids: list[str] = []
     for rid, d in ledger.items():
         if _of_experiment(d, exp):
@@ -93,10 +98,11 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]],
     for rid in rids:
         r = as_receipt(ledger[rid])
         v = decide(r, r.rules)
-        shifted = v.speed is not None and v.speed.shift is not None     # its pairs measured two things
+        shifted = v.speed is not None and v.speed.shift is not None
         xs = log_ratios(counted(r, r.rules)) if v.outcome in POOLED_OUTCOMES and not shifted else []
         if xs:
             prior.append(PriorRound(receipt=rid, round_id=r.round_id, log_ratios=xs))
+        if xs or v.outcome in DECIDED_OUTCOMES:
             last = (rid, r.round_id, v.outcome, v.exit_code)
     return prior, last
 

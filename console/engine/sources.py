@@ -11,7 +11,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -22,7 +22,8 @@ from ..profile import Source
 class Snapshot:
     dir: Path
     record: dict            # what the receipt says about the source
-    files: dict[str, str]   # relative path -> sha256, for the apparatus guard
+    files: dict[str, str]   # relative path -> sha256 (links too: tree_entries), for the apparatus guard
+    links: dict[str, str] = field(default_factory=dict)    # link path -> the tree path it resolves to
 
 
 def parse_spec(text: str, like: Source | None = None) -> Source | tuple[str, str]:
@@ -88,9 +89,10 @@ def snapshot(spec: Source | tuple[str, str], dest: Path, main: Snapshot | None =
         record = {"path": str(src)}
     if exclude:
         record["excluded"] = list(exclude)
-    files = tree_files(dest)
+    links = tree_links(dest)
+    files = tree_entries(dest, links)
     record["tree_sha256"] = digest_of(files)
-    return Snapshot(dir=dest, record=record, files=files)
+    return Snapshot(dir=dest, record=record, files=files, links=links)
 
 
 def digest_of(files: dict[str, str]) -> str:
@@ -98,14 +100,51 @@ def digest_of(files: dict[str, str]) -> str:
     return _sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode())
 
 
-def tree_files(root: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for dirpath, _dirs, names in os.walk(root):
-        for n in names:
-            p = Path(dirpath) / n
-            if p.is_file() and not p.is_symlink():
-                out[str(p.relative_to(root))] = _sha256(p.read_bytes())
+def tree_sha256(root: Path) -> str:
+    """The digest of a tree as builds and receipts know it: its files and its links."""
+    return digest_of(tree_entries(root))
+
+
+def tree_entries(root: Path, links: dict[str, str] | None = None) -> dict[str, str]:
+    """Regular files by content, and each link by its target string: a changed target changes the
+    digest, and the value of a link can never equal a file's (a file holding the same bytes differs)."""
+    out = tree_files(root)
+    for rel in tree_links(root) if links is None else links:
+        out[rel] = "symlink:" + _sha256(b"symlink\0" + os.fsencode(os.readlink(root / rel)))
     return out
+
+
+def tree_files(root: Path) -> dict[str, str]:
+    """The regular files under ``root`` by content; links are left out (see tree_entries)."""
+    return {str(p.relative_to(root)): _sha256(p.read_bytes())
+            for p in _entries(root) if p.is_file() and not p.is_symlink()}
+
+
+def tree_links(root: Path) -> dict[str, str]:
+    """Every symbolic link under ``root`` (to a file or a directory, dangling or not) and the tree path
+    it resolves to ("." for the root). A link whose target leaves the tree is refused: what it points
+    at is not in the digest, so the build key and the apparatus guard could not see it change."""
+    top = Path(os.path.realpath(root))
+    out: dict[str, str] = {}
+    for p in _entries(root):
+        if not p.is_symlink():
+            continue
+        rel, target = p.relative_to(root).as_posix(), os.readlink(p)
+        lexical = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+        real = Path(os.path.realpath(p))
+        if os.path.isabs(target) or lexical.split(os.sep)[0] == ".." or not real.is_relative_to(top):
+            raise UsageError(f"the link {rel} -> {target} points outside the source tree: what it points at "
+                             "is in no digest", "Replace the link with the file, or point it inside the tree "
+                             "with a relative path.")
+        out[rel] = real.relative_to(top).as_posix()
+    return out
+
+
+def _entries(root: Path):
+    """Every path under ``root`` without following links (a link to a directory is listed, not entered)."""
+    for dirpath, dirs, names in os.walk(root):
+        for n in dirs + names:
+            yield Path(dirpath) / n
 
 
 def _sha256(b: bytes) -> str:

@@ -54,7 +54,7 @@ def resolve(profile: Profile, spec: Any) -> Resolution:
         files = apparatus.changed_paths(main.files, cand.files)
         if not files:
             return Resolution(refused="it changes nothing relative to main")
-        touched = [f for f in files if apparatus.is_protected(f, profile.protected)]
+        touched = apparatus.touched_protected(main.files, cand.files, profile.protected, cand.links, main.links)
         if touched:
             return Resolution(files, refused=f"it changes the measuring apparatus: {', '.join(touched)}")
         added: list[str] = []

@@ -55,7 +55,7 @@ def harness_record(p: Profile) -> dict[str, Any] | None:
     if not root.is_dir():
         raise UsageError(f"{p.path}: key 'harness.path': the harness directory {root} does not exist",
                          "The harness belongs to the profile: restore it beside the profile.")
-    return {"path": str(root), "tree_sha256": sources.digest_of(sources.tree_files(root)), "build": p.harness.build}
+    return {"path": str(root), "tree_sha256": sources.tree_sha256(root), "build": p.harness.build}
 
 
 def snapshot_harness(p: Profile, dest: Path) -> tuple[HarnessSpec | None, dict[str, Any] | None]:
@@ -65,7 +65,7 @@ def snapshot_harness(p: Profile, dest: Path) -> tuple[HarnessSpec | None, dict[s
     if p.harness is None or record is None:
         return None, None
     shutil.copytree(p.harness.path, dest, symlinks=True)
-    record["tree_sha256"] = sources.digest_of(sources.tree_files(dest))
+    record["tree_sha256"] = sources.tree_sha256(dest)
     return replace(p.harness, path=str(dest)), record
 
 

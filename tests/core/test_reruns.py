@@ -98,3 +98,25 @@ def test_an_undecided_round_whose_pairs_changed_level_does_not_pool():
     a_id, a = sealed(_of(make_receipt(main, cand, short_cand=tuple(x * 1.0 for x in MAIN[:3])), TREES))
     look = reruns.look_back({a_id: a}, _profile(), TREES)
     assert look.prior == [] and look.decided_by is None
+
+
+def _stepped(first: float, then: float):
+    """16 pairs, ±2 % around ``first`` times main for 8 pairs, then around ``then``: the step check fires."""
+    from .receipts import MAIN, _scaled
+    main, wobble = MAIN * 2, tuple(1 + 0.02 * (-1) ** k for k in range(8))
+    cand = tuple(m * first * w for m, w in zip(main[:8], wobble)) + tuple(m * then * w for m, w in zip(main[8:], wobble))
+    return make_receipt(main, cand, short_cand=_scaled(MAIN[:3], 0.8),
+                        guards={"decode_ctx128": (_scaled(MAIN[:3], 1.3), _scaled(MAIN[:3], 1.3))})
+
+
+def test_a_round_decided_slower_beside_a_step_change_still_decides_its_reruns():
+    from console.core.gate import decide
+    from console.core.receipt import as_receipt
+    a_id, a = sealed(_of(_stepped(0.85, 0.72), TREES))
+    v = decide(as_receipt(a), as_receipt(a).rules)
+    assert v.outcome == "slower" and v.exit_code == 1 and "step-change" in {w.code for w in v.warnings}
+    look = reruns.look_back({a_id: a}, _profile(), TREES)
+    assert look.decided_by == (a_id, a["round_id"], "slower", 1)
+    assert look.prior == [] and reruns.prior_rounds({a_id: a}, a["sequential"]["experiment"]) == []
+    assert "its own pairs changed level mid-round" in look.decided_sentence()
+

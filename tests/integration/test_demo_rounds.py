@@ -32,7 +32,8 @@ def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: st
     profile = load_profile(DEMO_PROFILE)
     lock = lockfile.ensure(out / "reference.lock", profile)
     main = sources.parse_spec(str(DEMO_MAIN))
-    cand = main if candidate is None else ("patch", str(DEMO_CANDIDATES / f"{candidate}.patch"))
+    patch = Path(candidate) if candidate and candidate.endswith(".patch") else DEMO_CANDIDATES / f"{candidate}.patch"
+    cand = main if candidate is None else ("patch", str(patch))
     cfg = RoundConfig(profile=profile, main=main, candidate=cand, out_dir=out, runtime=runtime, reps=reps,
                       lock_path=lock, kind="noise" if candidate is None else "round")
     rnd = Round(cfg)
@@ -188,6 +189,19 @@ def test_touching_the_apparatus_is_refused_before_building(tmp_path, base_image)
     v = verdict_of(events)
     assert v["outcome"] == "rejected" and "apparatus-touched" in codes(v)
     assert "src/bench.c" in v["reasons"][0]["message"]
+    assert not any(isinstance(e, ev.BuildStarted) for e in events)
+    assert rnd.exit_code == 1
+
+
+def test_a_symlink_into_the_apparatus_is_refused_before_building(tmp_path, base_image):
+    """A patch adding only a link (src/par -> ../parity) changes the tree and touches parity/."""
+    patch = tmp_path / "link.patch"
+    patch.write_text("diff --git a/src/par b/src/par\nnew file mode 120000\n--- /dev/null\n+++ b/src/par\n"
+                     "@@ -0,0 +1 @@\n+../parity\n\\ No newline at end of file\n")
+    rnd, events = run_demo(str(patch), tmp_path / "ln")
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and codes(v) == {"apparatus-touched"}
+    assert "src/par" in v["reasons"][0]["message"] and rnd.receipt["apparatus"]["touched"] == ["src/par"]
     assert not any(isinstance(e, ev.BuildStarted) for e in events)
     assert rnd.exit_code == 1
 
