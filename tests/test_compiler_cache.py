@@ -74,3 +74,96 @@ def test_stats_from_the_build_log():
              f"{cc.STATS_PREFIX}cache_miss\t2", f"{cc.STATS_PREFIX}files_in_cache\tlots", "unrelated"]
     assert cc.parse_stats(lines) == {"hits": 243, "misses": 2}
     assert cc.parse_stats([]) == {"hits": 0, "misses": 0}
+
+
+def _tree(path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_build_that_may_keep_the_store_writes_the_node_store_itself(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    with cc.store_to_write(store, True, tmp_path / "root") as writes:
+        assert writes == store
+    with cc.store_to_write(None, False, tmp_path / "root") as writes:
+        assert writes is None       # no compiler cache: nothing to copy
+
+
+def test_a_build_that_may_not_keep_the_store_reads_a_copy_that_is_thrown_away(tmp_path):
+    store = tmp_path / "store"
+    (store / "a").mkdir(parents=True)
+    (store / "a" / "objR").write_bytes(b"main's object")
+    (tmp_path / "root").mkdir()
+    before = _tree(store)
+    with cc.store_to_write(store, False, tmp_path / "root") as writes:
+        assert writes != store and writes.parent == tmp_path / "root"
+        assert _tree(writes) == before          # the same entries: the same hits
+        (writes / "a" / "objR").write_bytes(b"poison")
+        (writes / "b").mkdir()
+        (writes / "b" / "newR").write_bytes(b"poison")
+    assert _tree(store) == before and not writes.exists()
+    try:                                        # a build that fails leaves no copy either
+        with cc.store_to_write(store, False, tmp_path / "root") as writes:
+            raise RuntimeError("build failed")
+    except RuntimeError:
+        pass
+    assert not writes.exists() and _tree(store) == before
+
+
+def test_the_docker_runtime_keeps_no_store_of_a_build_that_may_not_keep_it(tmp_path):
+    """The image's store is not even read back: the node's stays as it was, and the receipt says so."""
+    from types import SimpleNamespace
+    from console.runtime.docker import DockerRuntime
+
+    class NoDaemon:
+        def create(self, *a, **kw):
+            raise AssertionError("a candidate's store was read back from its image")
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "objR").write_bytes(b"12345")
+    rt = SimpleNamespace(client=SimpleNamespace(containers=NoDaemon()))
+    lines = [f"{cc.STATS_PREFIX}direct_cache_hit\t3", f"{cc.STATS_PREFIX}cache_miss\t1"]
+    got = DockerRuntime._keep_cache(rt, "sha256:x", store, lines, keep=False)
+    assert got == {"tool": "ccache", "hits": 3, "misses": 1, "store_bytes": 5, "kept": False}
+    assert (store / "objR").read_bytes() == b"12345"
+
+
+def test_builds_keep_no_store_unless_the_caller_says_so():
+    """A new caller of a runtime's build is safe by default."""
+    import inspect
+    from console.runtime.base import Runtime
+    from console.runtime.docker import DockerRuntime
+    from console.runtime.local import LocalRuntime
+    for cls in (Runtime, DockerRuntime, LocalRuntime):
+        assert inspect.signature(cls.build).parameters["keep_cache"].default is False, cls
+
+
+def test_a_round_lets_only_main_write_the_store(tmp_path):
+    """The round's builder: main's build may keep the store, the candidate's may not."""
+    from types import SimpleNamespace
+    from console.profile.spec import ImageSpec
+    from console.round.builds import Builder
+    from console.runtime.base import BuildResult
+
+    asked: dict[str, bool] = {}
+
+    class Runtime:
+        def recipe(self, image):
+            return {"Dockerfile": "x"}
+
+        def find_build(self, *a, **kw):
+            return None
+
+        def build(self, name, src_dir, image, on_log, harness=None, key="", origin="", **kw):
+            asked[name] = kw["keep_cache"]
+            return BuildResult(build=name, image_id="sha256:" + name, base_image_id="b", compiler="c",
+                               seconds=0.0, key=key)
+
+    image = ImageSpec(base="b", compiler="c", build="true", compiler_cache="ccache")
+    cfg = SimpleNamespace(profile=SimpleNamespace(image=image), resume=None, rebuild=False)
+    builder = Builder(cfg, Runtime(), "round R", None, None, lambda e: None, lambda *a: None, lambda: None)
+    snap = SimpleNamespace(dir=tmp_path, record={"tree_sha256": "0" * 64})
+    builder.build("main", snap)
+    builder.build("candidate", snap)
+    assert asked == {"main": True, "candidate": False}

@@ -197,10 +197,42 @@ def test_a_local_build_with_ccache_reuses_identical_objects_and_records_it(tmp_p
     (src / "x.c").write_text("int f(void) { return 41 + 1; }\n")
     cmd = 'ccache gcc -c "$PWD/x.c" -o "$BUILD_DIR/x.o" && cp "$BUILD_DIR/x.o" "$PREFIX/"'
     rt = LocalRuntime(tmp_path / "w")
-    first = rt.build("main", src, _image_of(cmd, compiler_cache="ccache"), lambda line: None)
+    first = rt.build("main", src, _image_of(cmd, compiler_cache="ccache"), lambda line: None, keep_cache=True)
     second = rt.build("candidate", src, _image_of(cmd, compiler_cache="ccache"), lambda line: None)
     assert first.compiler_cache["misses"] == 1 and first.compiler_cache["hits"] == 0
     assert second.compiler_cache["hits"] == 1 and second.compiler_cache["misses"] == 0
+    assert first.compiler_cache["kept"] is True and second.compiler_cache["kept"] is False
+
+
+def _files_of(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_candidate_that_poisons_its_compiler_cache_changes_nothing_main_builds(tmp_path, monkeypatch):
+    """The candidate's build overwrites every ccache result it was given with another source's
+    object; main's store is not what it was given, so main's next build is its clean one."""
+    import shutil as sh
+    from console.runtime import compiler_cache
+    if sh.which("ccache") is None:
+        pytest.fail("ccache is not installed: `make setup-test` installs it")
+    monkeypatch.setenv("BENCH_CONSOLE_CACHE", str(tmp_path / "cache"))
+    trees = FIXTURES / "ccache-poison"
+    image = _image_of("sh -e build.sh", compiler_cache="ccache")
+    rt = LocalRuntime(tmp_path / "w")
+    clean = rt.build("main", trees / "main", image, lambda line: None, keep_cache=True)
+    store = compiler_cache.store_for("host", clean.compiler)
+    before = _files_of(store)
+    assert clean.compiler_cache["misses"] == 1 and any(name.endswith("R") for name in before)
+    cand = rt.build("candidate", trees / "candidate", image, lambda line: None)
+    assert (Path(cand.root) / "engine" / "poisoned").read_text().strip() == "1"   # it did poison its copy
+    assert cand.compiler_cache["hits"] == 1 and cand.compiler_cache["kept"] is False
+    assert _files_of(store) == before and not (Path(cand.root) / "ccache").exists()
+    again = rt.build("main", trees / "main", image, lambda line: None, keep_cache=True)
+    assert again.compiler_cache["hits"] == 1 and again.engine_files == clean.engine_files
+    # the attack is real: had the candidate's store been kept, main's next build would link y.cc
+    rt.build("candidate", trees / "candidate", image, lambda line: None, keep_cache=True)
+    poisoned = rt.build("main", trees / "main", image, lambda line: None, keep_cache=True)
+    assert poisoned.compiler_cache["hits"] == 1 and poisoned.engine_files != clean.engine_files
 
 
 def test_a_build_is_kept_by_its_key_and_found_again_with_its_files_hashed_anew(tmp_path, monkeypatch):

@@ -132,7 +132,7 @@ def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: 
         here, gpus = _node(profile, rt, log)
         log(f"reference source: {sources.spec_label(source)}")
         snap = sources.snapshot(source, work / "src", exclude=profile.exclude, sdists=sdists)
-        harness_sha = sources.digest_of(sources.tree_files(Path(profile.harness.path))) if profile.harness else None
+        harness_sha = sources.tree_sha256(Path(profile.harness.path)) if profile.harness else None
         built = _reference_build(rt, profile, snap, harness_sha, log)
         models = {f.name: f.path for f in profile.model}
         inputs = work / "inputs"
@@ -182,7 +182,7 @@ def _reference_build(rt, profile: Profile, snap, harness_sha: str | None, log: C
             f"{buildkey.built_by(built.reused_from)} from the same inputs (key {key[:12]})")
         return built
     built = rt.build("reference", snap.dir, profile.image, log, harness=profile.harness, key=key,
-                     origin="reference capture")
+                     origin="reference capture", keep_cache=True)     # the profile's pinned source
     log(f"built the reference: {built.image_id[:19]} in {built.seconds:.0f} s ({built.compiler})")
     return built
 

@@ -46,9 +46,12 @@ class Builder:
         resume = self.cfg.resume
         self._emit(ev.BuildStarted(build=name, source=snap.record))
         try:
+            # Only main's build may write the node's compiler cache, which later builds of main
+            # read: a candidate's build commands could write any object under any key.
             built = self.rt.build(name, snap.dir, self.cfg.profile.image,
-                                        lambda line: self._emit(ev.BuildLog(build=name, line=line)),
-                                        harness=self._harness, key=key, origin=self.round_id)
+                                  lambda line: self._emit(ev.BuildLog(build=name, line=line)),
+                                  harness=self._harness, key=key, origin=self.round_id,
+                                  keep_cache=name == "main")
         except ConsoleError as e:
             self._emit(ev.BuildFailed(build=name, message=e.message, log_tail=getattr(e, "log_tail", [])))
             raise

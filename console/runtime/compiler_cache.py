@@ -6,8 +6,14 @@ preprocessed source are identical: a candidate that differs from main in one fil
 that file, not the tree. No build directory crosses builds; only ccache's own store does.
 
 The store lives on the host, one per base image and compiler, and travels into the build
-context; after a build, the image's updated store replaces it (atomically: a build that fails
-leaves the previous store). What a build got from it (hits, misses) goes into its receipt.
+context. Every build reads it, but only a build whose sources the console trusts (main, the
+reference) writes it: the caller says so (``keep_cache``, off unless given). ccache trusts its
+store, and a build's commands can write any object under any key, so a candidate that could
+write the store could choose what main's next build links. After a trusted build, the image's
+updated store replaces the node's (atomically: a build that fails leaves the previous store);
+a candidate's updated store is discarded (under Docker it stays in the image; under the local
+runtime the build gets a throwaway copy). What a build got from the store (hits, misses) and
+whether its store was kept go into its receipt.
 """
 from __future__ import annotations
 
@@ -16,7 +22,9 @@ import os
 import shutil
 import tarfile
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from ..engine.sources import cache_dir
 
@@ -37,6 +45,22 @@ def build_env(store: Path, root: Path) -> dict[str, str]:
     node's store, and paths made relative to the build's own root so two builds' objects match."""
     return {"CCACHE_DIR": str(store), "CCACHE_BASEDIR": str(root), "CCACHE_NOHASHDIR": "true",
             "CCACHE_MAXSIZE": "256M"}
+
+
+@contextmanager
+def store_to_write(store: Path | None, keep: bool, scratch: Path) -> Iterator[Path | None]:
+    """The store a build outside an image points ccache at: the node's own when the build may keep
+    what it writes, else a copy under ``scratch`` (the same hits; its writes go nowhere), removed
+    when the build ends. None without a compiler cache."""
+    if store is None or keep:
+        yield store
+        return
+    copy = scratch / "ccache"
+    shutil.copytree(store, copy, symlinks=True)
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
 
 
 def replace_store(store: Path, chunks) -> int:

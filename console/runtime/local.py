@@ -116,7 +116,8 @@ class LocalRuntime:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
-              harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
+              harness: HarnessSpec | None = None, key: str = "", origin: str = "",
+              keep_cache: bool = False) -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
         found, tools = self._assert_toolchain(build, image, on_log)
@@ -126,26 +127,36 @@ class LocalRuntime:
         # The same contract as the image: install under $PREFIX, scratch in $BUILD_DIR (both this
         # build's own, so no build can reuse another's directory), plus the image's fixed paths.
         env = {"PATH": self._path, "LC_ALL": "C", "PREFIX": str(root / "engine"), "BUILD_DIR": str(root / "build")}
-        store = None
-        if image.compiler_cache == "ccache":
-            store = compiler_cache.store_for("host", found)
-            env.update(compiler_cache.build_env(store, root))
-            self._sh(build, "ccache --zero-stats >/dev/null", root, on_log, env)
-        self._sh(build, map_paths(image.build, root, None, None), root / "src", on_log, env)
-        cache = None
-        if store is not None:
-            lines: list[str] = []
-            self._sh(build, f"ccache --print-stats | sed 's/^/{compiler_cache.STATS_PREFIX}/'", root,
-                     lambda line: (lines.append(line), on_log(line)), env)
-            cache = {"tool": "ccache", **compiler_cache.parse_stats(lines), "store_bytes": dir_bytes(store)}
-        if harness is not None:
-            shutil.copytree(harness.path, root / "harness", symlinks=True)
-            self._sh(build, map_paths(harness.build, root, None, None), root / "harness", on_log, env)
+        store = compiler_cache.store_for("host", found) if image.compiler_cache == "ccache" else None
+        # A build that may not keep what it writes (a candidate's) gets a copy of the store: the
+        # harness builds with the same ccache settings, so the copy lasts until it is built too.
+        with compiler_cache.store_to_write(store, keep_cache, root) as writes:
+            cache = self._build_engine(build, image, root, env, writes, on_log)
+            if harness is not None:
+                shutil.copytree(harness.path, root / "harness", symlinks=True)
+                self._sh(build, map_paths(harness.build, root, None, None), root / "harness", on_log, env)
+        if cache is not None:
+            cache.update(store_bytes=dir_bytes(store), kept=keep_cache)
         files = _files(root / "engine")
         self._keep(root, key, origin, found, tools)
         return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
                            base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
                            root=str(root), tools=tools, engine_files=files, key=key, compiler_cache=cache)
+
+    def _build_engine(self, build: str, image: ImageSpec, root: Path, env: dict[str, str],
+                      store: Path | None, on_log: LogSink) -> dict | None:
+        """Run the profile's build (with ccache pointed at ``store`` when there is one, adding its
+        settings to ``env``); what it got from the store."""
+        if store is not None:
+            env.update(compiler_cache.build_env(store, root))
+            self._sh(build, "ccache --zero-stats >/dev/null", root, on_log, env)
+        self._sh(build, map_paths(image.build, root, None, None), root / "src", on_log, env)
+        if store is None:
+            return None
+        lines: list[str] = []
+        self._sh(build, f"ccache --print-stats | sed 's/^/{compiler_cache.STATS_PREFIX}/'", root,
+                 lambda line: (lines.append(line), on_log(line)), env)
+        return {"tool": "ccache", **compiler_cache.parse_stats(lines)}
 
     def _assert_toolchain(self, build: str, image: ImageSpec, on_log: LogSink) -> tuple[str, dict[str, str]]:
         """The host's compiler and tools, each the exact version the profile pins (image.host, else the image's)."""
@@ -215,11 +226,14 @@ class LocalRuntime:
         self._servers.append(proc)
 
         def stop() -> None:
-            _kill_group(proc)
+            _kill_group(proc)   # SIGKILL ends a stopped group too
             proc.wait()
+        # SIGSTOP/SIGCONT to the group: cannot be caught, and poll() does not see a stopped server as gone
         return Served(build=built.build, url=f"http://127.0.0.1:{port}", label=label,
                       alive=lambda: proc.poll() is None, logs=lambda: log.read_text(errors="replace"),
-                      cpu_s=lambda: _cpu_s(proc.pid), pids=lambda: {proc.pid}, stop=stop)
+                      cpu_s=lambda: _cpu_s(proc.pid), pids=lambda: {proc.pid}, stop=stop,
+                      pause=lambda: _signal_group(proc, signal.SIGSTOP),
+                      resume=lambda: _signal_group(proc, signal.SIGCONT))
 
     def _model_links(self, models: dict[str, str] | None) -> Path | None:
         if not models:
@@ -386,5 +400,12 @@ def tree_digest(path: Path) -> str:
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass

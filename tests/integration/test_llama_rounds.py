@@ -100,11 +100,12 @@ def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, relea
     assert main["engine_sha256"] == before["engine_sha256"]
     assert not [e for e in events if isinstance(e, ev.BuildStarted) and e.build == "main"]
     # the candidate, main with one file patched, is built and compiles that file: ccache reuses
-    # the rest (the patched file too, when this node's cache store kept it from an earlier run)
+    # the rest, and the store keeps nothing the candidate's build wrote
     cand = rnd.receipt["builds"]["candidate"]
     assert not cand.get("reused_from"), cand["reused_from"]
     cache = cand["compiler_cache"]
     assert cache["tool"] == "ccache" and cache["hits"] > 10 * cache["misses"] and cache["hits"] > 0, cache
+    assert cache["kept"] is False, cache
     assert v["outcome"] == "rejected" and "parity-kl" in codes(v), v["reasons"]
     failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
     assert failing == {1024}, v["reasons"]          # exact up to 768, caught deep
