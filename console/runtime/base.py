@@ -39,7 +39,7 @@ class BuildResult:
     key: str = ""                   # engine.buildkey: what went into the build
     reused_from: dict | None = None     # {round, image_id, built_at}: an earlier build of the same key
     reproduced: dict | None = None      # --rebuild of a key built before: how its engine files compare
-    compiler_cache: dict | None = None  # {tool, hits, misses, store_bytes} when image.compiler_cache is on
+    compiler_cache: dict | None = None  # {tool, hits, misses, store_bytes, kept} when image.compiler_cache is on
 
 
 @dataclass
@@ -67,7 +67,11 @@ class Served:
     logs: Callable[[], str]                 # its output so far (for a failure's message)
     cpu_s: Callable[[], float | None]       # its CPU seconds so far, from outside
     pids: Callable[[], set[int]]            # its processes as host PIDs (for telemetry)
-    stop: Callable[[], None]
+    stop: Callable[[], None]                # ends it, paused or not
+    # Freeze and thaw every process of the server: an idle server must not run (nor load the other
+    # build's) during a block timed through the other. Paused, it is still ``alive``.
+    pause: Callable[[], None]
+    resume: Callable[[], None]
 
 
 LogSink = Callable[[str], None]
@@ -93,7 +97,8 @@ class Runtime(Protocol):
     def find_build(self, build: str, key: str, image: "ImageSpec",  # noqa: F821
                    not_id: str = "") -> BuildResult | None: ...
     def build(self, build: str, src_dir: Path, image: "ImageSpec", on_log: LogSink,  # noqa: F821
-              harness: "HarnessSpec | None" = None, key: str = "", origin: str = "") -> BuildResult: ...  # noqa: F821
+              harness: "HarnessSpec | None" = None, key: str = "", origin: str = "",  # noqa: F821
+              keep_cache: bool = False) -> BuildResult: ...  # keep_cache: may write the node's compiler cache
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
             watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...

@@ -23,8 +23,9 @@ from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROO
                    LogSink, RunResult, Served, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
-# Servers of a serving round join this network: internal (no gateway, so no route out), reachable
-# from this host by the container's address and from nothing else.
+# Each server of a serving round gets a network of its own, named from this prefix: internal (no
+# gateway, so no route out), reachable from this host by the container's address and from nothing else,
+# not even the other build's server.
 SERVE_NETWORK = "bench-console-serve"
 _MISMATCH = re.compile(r"^bench-console: compiler mismatch: expected '(.*)', found '(.*)'")
 _COMPILER_OK = re.compile(r"^bench-console: compiler ok: (.*)")
@@ -249,14 +250,14 @@ class DockerRuntime:
     def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
         """Remove what crashed rounds left behind, without touching a live round's run.
 
-        A stopped console container is always a leftover; a running one is only once it
+        A stopped console container is always a leftover; a running or paused one only once it
         is older than any run's timeout could allow (its console died with it).
         """
         import datetime as dt
         now = dt.datetime.now(dt.timezone.utc)
         stale = []
         for c in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if c.status != "running":
+            if c.status not in ("running", "paused"):   # a paused one is a live round's idle server
                 stale.append(c)
                 continue
             started = (c.attrs.get("State") or {}).get("StartedAt", "")
@@ -316,7 +317,8 @@ class DockerRuntime:
                                                  "image_id": img.id, "built_at": img.attrs.get("Created", "")})
 
     def build(self, build: str, src_dir: Path, image: ImageSpec, on_log: LogSink,
-              harness: HarnessSpec | None = None, key: str = "", origin: str = "") -> BuildResult:
+              harness: HarnessSpec | None = None, key: str = "", origin: str = "",
+              keep_cache: bool = False) -> BuildResult:
         base_id = self.base_image_id(image.base_ref)
         store = compiler_cache.store_for(base_id, image.compiler) if image.compiler_cache == "ccache" else None
         context = _build_context(src_dir, harness, store)
@@ -342,14 +344,17 @@ class DockerRuntime:
         except Exception as e:
             raise BuildError(build, _short(e), "Check the Docker daemon and disk space, then retry.", seen.tail) from None
         seen.check(image.tools)
-        cache = self._keep_cache(seen.image_id, store, seen.cache_lines) if store is not None else None
+        cache = self._keep_cache(seen.image_id, store, seen.cache_lines, keep_cache) if store is not None else None
         return BuildResult(build=build, image_id=seen.image_id, base_image_id=base_id, compiler=seen.compiler,
                            seconds=time.monotonic() - t0, tools=seen.tools,
                            engine_files=self._engine_files(seen.image_id), key=key, compiler_cache=cache)
 
-    def _keep_cache(self, image_id: str, store: Path, lines: list[str]) -> dict:
-        """The image's updated ccache store replaces the node's; what this build got from it."""
+    def _keep_cache(self, image_id: str, store: Path, lines: list[str], keep: bool) -> dict:
+        """What this build got from the node's ccache store; the image's updated store replaces the
+        node's only when the build may keep it (a candidate's stays in its image, read by no build)."""
         stats = compiler_cache.parse_stats(lines)
+        if not keep:
+            return {"tool": "ccache", **stats, "store_bytes": dir_bytes(store), "kept": False}
         c = self.client.containers.create(image_id, ["true"], entrypoint=[], network_mode="none", labels={LABEL: "1"})
         try:
             chunks, _ = c.get_archive(compiler_cache.IN_IMAGE)
@@ -359,7 +364,7 @@ class DockerRuntime:
                              f"{store.parent} (or set image.compiler_cache = \"none\").") from None
         finally:
             c.remove(force=True)
-        return {"tool": "ccache", **stats, "store_bytes": size}
+        return {"tool": "ccache", **stats, "store_bytes": size, "kept": True}
 
     def _engine_files(self, image_id: str) -> dict[str, str]:
         """sha256 of every file the build left under the engine root, read in a throwaway
@@ -511,28 +516,69 @@ class DockerRuntime:
                          cpu_s=dog.cpu_s, telemetry=telemetry)
 
 
-def _serve_network(client):
-    import docker.errors
+def _serve_network(rt: "DockerRuntime"):
+    """A new internal network for one server. On a shared one the idle server could load the timed
+    one, and its CPU would count as the timed server's; on its own it has no route to the other."""
+    try:    # what a crashed round left: unused and old, so never a live round's (prune spares used ones)
+        rt.client.networks.prune(filters={"label": LABEL, "until": "10m"})
+    except Exception:
+        pass
+    return rt.client.networks.create(f"{SERVE_NETWORK}-{os.urandom(6).hex()}", driver="bridge", internal=True,
+                                     labels={LABEL: "1", f"{LABEL}.round": rt.round_label})
+
+
+def _remove_server(container, net) -> None:
+    """Remove the container (paused or not), then its network: nothing is left running or frozen."""
+    if container is not None:
+        try:
+            container.remove(force=True)
+        except Exception:
+            try:    # a daemon that will not kill a frozen container: thaw it first
+                container.unpause()
+                container.remove(force=True)
+            except Exception:
+                pass
+    if net is not None:
+        try:
+            net.remove()
+        except Exception:
+            pass
+
+
+def _set_paused(container, paused: bool, label: str) -> None:
+    """Freeze (cgroup freezer) or thaw the server. Already so, exited or removed is no error: a dead
+    server is found by ``alive``, a removed one was stopped by the round's end."""
     try:
-        return client.networks.get(SERVE_NETWORK)
-    except docker.errors.NotFound:
-        return client.networks.create(SERVE_NETWORK, driver="bridge", internal=True, labels={LABEL: "1"})
+        (container.pause if paused else container.unpause)()
+        return
+    except Exception as e:
+        err = e
+    try:
+        container.reload()
+    except Exception:
+        return
+    if container.status in ("exited", "dead", "removing") or (container.status == "paused") == paused:
+        return
+    raise InfraError(f"could not {'pause' if paused else 'resume'} the server {label}: {_short(err)}",
+                     "Check the Docker daemon; the idle server must be frozen while the other is timed.")
 
 
 def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
           out_dir: Path, run: RunSpec, label: str, gpus: bool = False, models: dict[str, str] | None = None) -> Served:
-    """Start a build's server in a container locked down like a rep's, on the internal network."""
+    """Start a build's server in a container locked down like a rep's, alone on an internal network."""
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o777)
     kwargs = rt._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models)
     del kwargs["network_mode"]
+    net = container = None
     try:
-        net = _serve_network(rt.client)
+        net = _serve_network(rt)
         container = rt.client.containers.create(built.image_id, network=net.name, **kwargs)
         container.start()
         container.reload()
         ip = container.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
     except Exception as e:
+        _remove_server(container, net)
         raise InfraError(f"could not start the server for {label}: {_short(e)}",
                          "Check the Docker daemon and that the image still exists.") from None
     cpu = _cgroup_cpu_reader(container.id)
@@ -540,7 +586,7 @@ def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int
     def alive() -> bool:
         try:
             container.reload()
-            return container.status in ("created", "running")
+            return container.status in ("created", "running", "paused")
         except Exception:
             return False
 
@@ -549,14 +595,10 @@ def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int
             return container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
         except Exception:
             return ""
-
-    def stop() -> None:
-        try:
-            container.remove(force=True)
-        except Exception:
-            pass
     return Served(build=built.build, url=f"http://{ip}:{port}", label=label, alive=alive, logs=logs, cpu_s=cpu,
-                  pids=_cgroup_pids_reader(container.id), stop=stop)
+                  pids=_cgroup_pids_reader(container.id), stop=lambda: _remove_server(container, net),
+                  pause=lambda: _set_paused(container, True, label),
+                  resume=lambda: _set_paused(container, False, label))
 
 
 def _build_context(src_dir: Path, harness: HarnessSpec | None, store: Path | None = None) -> io.BytesIO:
