@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from console.core import accuracy, adjudication, claims, legacy, sequential, serving, stats
+from console.core import accuracy, adjudication, claims, legacy, sequential, served_tokens, serving, stats
 from console.core.adjudication import Adjudication, Ruling
 from console.core.figures import finite, shown
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
@@ -212,8 +212,9 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
 
 
 def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str, Any] | None:
-    """Each server's greedy answers and cache probe (core.serving): the candidate's problems reject
-    it; main's are said (main is the yardstick, not on trial)."""
+    """Each server's greedy answers and cache probe (core.serving), then the timed blocks' served
+    tokens (core.served_tokens): the candidate's problems reject it; main's are said (main is the
+    yardstick, not on trial); a grading that could not run is the node's (infra)."""
     chk = par.server
     if chk is None:
         return None
@@ -226,6 +227,16 @@ def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str,
                 reasons.append(reason("server-check", f"candidate's server: {text}"))
             else:
                 warnings.append(warning("main-server-check", f"main's own server: {text}"))
+    if chk.graded is not None:
+        ruling = served_tokens.rule(chk.graded)
+        out["graded"] = ruling.table
+        if ruling.error:
+            reasons.append(reason("served-tokens-ungraded", f"the served tokens could not be graded: {ruling.error}",
+                                  build=None))
+        reasons.extend(reason("served-tokens", f"candidate's server under load: {t}") for t in ruling.candidate)
+        warnings.extend(warning("main-served-tokens", f"main's own server under load: {t}") for t in ruling.main)
+        warnings.extend(warning("served-tokens-uncertain", f"candidate's server under load: {t}")
+                        for t in ruling.uncertain)
     return out
 
 
@@ -662,6 +673,8 @@ def _before_timing(r: Receipt, rules: GateRules, parity: dict[str, Any], parity_
     if any(x.build is None for x in accuracy_reasons):
         return verdict("infra", [x for x in accuracy_reasons if x.build is None],
                        suppressed="the reference side of task accuracy failed")
+    if any(x.build is None for x in parity_reasons):    # the yardstick failed (served tokens ungraded)
+        return verdict("infra", [x for x in parity_reasons if x.build is None], suppressed="parity not graded")
     parity_reasons = parity_reasons + accuracy_reasons
     if parity_reasons:
         # Every reason is listed: what the candidate's timed reps claimed, where they ran, too.

@@ -45,6 +45,59 @@ class ServedSide:
 
 
 @dataclass
+class GradedRequest:
+    """One served request, teacher-forced through the reference build: at each served token, the
+    reference's own argmax (``best``) and how far the served token's logit is below it (``gap``,
+    nats of log-probability; 0 where they agree)."""
+    build: str
+    phase: str
+    block: int
+    attempt: int
+    request: int
+    served: list[int]
+    best: list[int]
+    gap: list[float]
+    prompt: list[int] = field(default_factory=list)     # the request's prompt ids, to grade it again
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GradedRequest:
+        return cls(build=str(d["build"]), phase=str(d["phase"]), block=int(d["block"]), attempt=int(d["attempt"]),
+                   request=int(d["request"]), served=[int(x) for x in d["served"]],
+                   best=[int(x) for x in d["best"]], gap=[float(x) for x in d["gap"]],
+                   prompt=[int(x) for x in d.get("prompt") or []])
+
+
+@dataclass
+class ServedGrade:
+    """The timed blocks' served tokens, graded after the blocks and outside the clock: which
+    requests were drawn (after serving, so no server could know), and each one's grade."""
+    margin: float                   # a served token this far below the argmax (nats) is a departure
+    false_reject: float             # the rate at which an honest candidate is rejected
+    basis: str = "reference"        # whose build teacher-forced the tokens (as the server check's)
+    available: dict[str, int] = field(default_factory=dict)     # served requests per build
+    seed: str = ""                  # the draw's seed, made after the blocks
+    requests: list[GradedRequest] = field(default_factory=list)
+    seconds: float | None = None    # what the grading cost, outside the clock
+    error: str = ""                 # the yardstick could not grade (the round is then infra)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: v for k, v in asdict(self).items() if k != "requests"},
+                "requests": [r.to_dict() for r in self.requests]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ServedGrade | None:
+        if not d:
+            return None
+        return cls(margin=float(d["margin"]), false_reject=float(d["false_reject"]), basis=str(d.get("basis") or ""),
+                   available={str(k): int(v) for k, v in (d.get("available") or {}).items()},
+                   seed=str(d.get("seed") or ""), seconds=d.get("seconds"), error=str(d.get("error") or ""),
+                   requests=[GradedRequest.from_dict(r) for r in d.get("requests") or []])
+
+
+@dataclass
 class ServedCheck:
     """Both servers' check, with the thresholds it was graded by (so the receipt re-derives it)."""
     min_match: float = 0.75
@@ -54,11 +107,15 @@ class ServedCheck:
     basis: str = "reference"
     main: ServedSide | None = None
     candidate: ServedSide | None = None
+    graded: ServedGrade | None = None   # the timed blocks' tokens, graded after them
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_match": self.min_match, "repeat_ratio": self.repeat_ratio, "basis": self.basis,
-                "main": self.main.to_dict() if self.main else None,
-                "candidate": self.candidate.to_dict() if self.candidate else None}
+        out = {"min_match": self.min_match, "repeat_ratio": self.repeat_ratio, "basis": self.basis,
+               "main": self.main.to_dict() if self.main else None,
+               "candidate": self.candidate.to_dict() if self.candidate else None}
+        if self.graded is not None:     # absent from rounds sealed before the timed tokens were graded
+            out["graded"] = self.graded.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ServedCheck | None:
@@ -66,4 +123,5 @@ class ServedCheck:
             return None
         return cls(min_match=float(d.get("min_match", 0.75)), repeat_ratio=float(d.get("repeat_ratio", 0.5)),
                    basis=str(d.get("basis", "reference")),
-                   main=ServedSide.from_dict(d.get("main")), candidate=ServedSide.from_dict(d.get("candidate")))
+                   main=ServedSide.from_dict(d.get("main")), candidate=ServedSide.from_dict(d.get("candidate")),
+                   graded=ServedGrade.from_dict(d.get("graded")))

@@ -6,6 +6,7 @@ bench command: each block is one rep, the same pairs, decision and tiers as any 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +21,31 @@ from .spec import COMMON_PLACEHOLDERS, table
 SERVER_PLACEHOLDERS = {"host", "port", "slots"} | COMMON_PLACEHOLDERS
 Length = Annotated[tuple[Int, Int], Check(lambda v: None if 1 <= v[0] <= v[1] else
                                           f"expected [low, high] with 1 <= low <= high, got {list(v)}")]
+
+
+# what keeps a request's work fixed and comparable, and the only value each may have: greedy
+# decoding (temperature 0 — an OpenAI server's default is 1 —, top_k 1 where a server takes it),
+# exactly max_tokens (no stop at the end of sequence) and no prompt cache
+_PINNED = {"temperature": 0, "top_k": 1, "ignore_eos": True, "cache_prompt": False}
+
+
+def _pinned_fields(fields: dict[str, Any]) -> str | None:
+    if "temperature" not in fields:
+        return "expected temperature = 0 among the fields: without it the server samples (greedy decoding is pinned)"
+    for k, want in _PINNED.items():
+        got = fields.get(k, want)
+        same = got is want if isinstance(want, bool) else (
+            not isinstance(got, bool) and isinstance(got, (int, float)) and got == want)
+        if not same:
+            return (f"expected {k} = {str(want).lower()} or no {k}: {k} = {got!r} would change the work "
+                    "being timed (greedy decoding, exactly max_tokens, no prompt cache are pinned)")
+    return None
+
+
+Fields = Annotated[dict[str, Any], Check(_pinned_fields)]
+SLO = Annotated[dict[str, float], Check(lambda v: next(
+    (f"expected a positive, finite target in ms for {k}, got {x!r}" for k, x in v.items()
+     if not (math.isfinite(x) and x > 0)), None))]
 
 
 @table
@@ -56,7 +82,7 @@ class ServerCheck:
     """Before any block is timed: greedy completions through each server against the reference's
     tokens, and a repeated prompt that a response or prompt cache would answer early."""
     endpoint: Annotated[Str, key("the endpoint that returns generated token ids")] = "/completion"
-    request: Annotated[dict[str, Any], key(
+    request: Annotated[Fields, key(
         "fields of every check request (greedy; token ids returned; no prompt cache)")] = field(
         default_factory=lambda: {"temperature": 0, "ignore_eos": True, "return_tokens": True,
                                  "cache_prompt": False})
@@ -74,13 +100,30 @@ class ServerCheck:
 
 
 @table
+class ServerGrade:
+    """After the timed blocks, outside the clock: the tokens the servers served, teacher-forced
+    through the reference build's harness, each request's served tokens against its own argmax."""
+    command: Annotated[argv(COMMON_PLACEHOLDERS | {"requests", "out"}, nonempty=False), key(
+        "the harness's grade command (argv): {requests} (a file of prompt ids, a tab, served ids per "
+        "line), {out}, {threads}, {model}")] = ()
+    requests: Annotated[Int, within(0, 100000), key(
+        "served requests graded per build, drawn after the blocks (0: every one)")] = 0
+    margin: Annotated[Num, within(0.0, 20.0), key(
+        "nats a served token's logit may be below the reference's argmax (a near-tie) and still agree")] = 1.0
+    false_reject: Annotated[Num, within(1e-6, 0.5), key(
+        "the rate at which a candidate whose servers depart no more often than main's is rejected")] = 0.01
+
+
+@table
 class ServerSpec:
     command: Annotated[argv(SERVER_PLACEHOLDERS), key(
         "the server's command (argv): {host}, {port}, {slots} (the concurrency), {threads}, {model}")]
     ready: Annotated[Str, key("a path that answers HTTP 200 once the server can take requests")] = "/health"
     ready_timeout_s: Annotated[Num, within(1), key("seconds the server may take to become ready")] = 120.0
-    endpoint: Annotated[Str, key("the OpenAI-compatible completions endpoint the load drives")] = "/v1/completions"
-    request: Annotated[dict[str, Any], key(
+    endpoint: Annotated[Str, key(
+        "the completions endpoint the load drives, streamed: OpenAI's, or llama-server's native /completion, whose "
+        "chunks carry token ids (only served ids can be graded)")] = "/v1/completions"
+    request: Annotated[Fields, key(
         "fields that pin every timed request (greedy, no early stop, no prompt cache)")] = field(
         default_factory=lambda: {"temperature": 0, "ignore_eos": True, "cache_prompt": False})
     port: Annotated[Int, within(1, 65535), key("the port the server listens on inside its container")] = 8080
@@ -94,7 +137,9 @@ class ServerSpec:
     seed: Annotated[Int, within(0), key("the workload's seed (each block derives its own)")] = 0
     workload: Annotated[WorkloadSpec, key("the requests of a block")] = field(default_factory=WorkloadSpec)
     check: Annotated[ServerCheck, key("the server check before timing")] = field(default_factory=ServerCheck)
-    slo: Annotated[dict[str, float], key(
+    grade: Annotated[ServerGrade, key("the served tokens' grading after the timed blocks")] = field(
+        default_factory=ServerGrade)
+    slo: Annotated[SLO, key(
         "goodput targets in ms: ttft_ms, tpot_ms, e2el_ms (a sweep counts the requests meeting all)")] = field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -104,6 +149,9 @@ class ServerSpec:
         bad = sorted(set(self.slo or {}) - set(SLO_KEYS))
         if bad:
             raise refuse(f"unknown target {bad[0]!r}; expected ttft_ms, tpot_ms or e2el_ms", "slo")
+        if not self.grade.command:
+            raise refuse("expected the harness's grade command: every timed token a server serves is graded "
+                         "against the reference after the blocks", "grade.command")
         return self
 
 

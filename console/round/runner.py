@@ -30,6 +30,7 @@ from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
 from . import serve
+from . import served_grade
 from .adjudicate import settle
 from .builds import Builder
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
@@ -185,6 +186,8 @@ class Round:
             self._serve(bench, receipt)
         if self.cfg.kind == "noise" or gate.parity_passes(receipt, self.p.gate):
             self._speed(bench, receipt)
+            if self.p.server is not None and self.cfg.kind != "noise":
+                self._grade_served(bench, receipt)
         else:
             self._notice("warn", "speed-skipped",
                          "speed was not measured: the candidate failed parity, so no speed credit is possible")
@@ -246,7 +249,8 @@ class Round:
 
     def _touches_apparatus(self, snaps: dict[str, sources.Snapshot], receipt: Receipt) -> bool:
         """A candidate that edits what measures it is refused before anything is built."""
-        touched = apparatus.touched_protected(snaps["main"].files, snaps["candidate"].files, self.p.protected)
+        main, cand = snaps["main"], snaps["candidate"]
+        touched = apparatus.touched_protected(main.files, cand.files, self.p.protected, cand.links, main.links)
         if not touched:
             return False
         receipt.apparatus = Apparatus(protected=list(self.p.protected), touched=list(touched))
@@ -400,6 +404,13 @@ class Round:
         if self.cfg.kind == "noise":
             check.candidate = check.main
         b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
+
+    def _grade_served(self, b: Bench, receipt: Receipt) -> None:
+        """After the timed blocks, outside the clock, with every server stopped: the served tokens
+        of both builds, teacher-forced through the reference build (round.served_grade)."""
+        if self._servers is not None:
+            self._servers.stop_all()
+        served_grade.grade(b, receipt, self._emit, bool((self._ref_meta or {}).get("same_as_main")))
 
     def _plan(self, runtime: str, started_at: str) -> dict:
         """What the round will do, journaled first and shown by every viewer's progress."""

@@ -30,6 +30,7 @@ from ..serving import client, metrics
 from ..serving import workload as wl
 from .adjudicate import generate
 from .plan import DOC_NAME, Item, fill
+from .served_grade import keep_served
 from .reps import Bench
 
 LOG_LINES = 12
@@ -55,6 +56,9 @@ class Servers:
         if self.closed:
             raise Interrupted("the round was interrupted", "Run it again; its builds are reused by their keys.")
         self.stop(build)
+        for other, idle in list(self.live.items()):    # frozen while this one loads and warms up
+            if other != build:
+                idle.pause()
         p, spec, b = self.b.profile, self.spec, self.b
         n = self.starts[build] = self.starts.get(build, 0) + 1
         host, port = b.rt.serve_address(spec.port)
@@ -88,6 +92,11 @@ class Servers:
         served = self.live.get(build)
         if served is None or self.spec.restart == "block":
             return self.start(build)
+        # only the server whose block is timed runs: an idle one could load it, and its CPU would count
+        for other, idle in list(self.live.items()):
+            if other != build:
+                idle.pause()
+        served.resume()
         if not served.alive():
             raise ServerDown(build, f"{build}'s server exited between blocks; its log ends: {tail(served.logs())}")
         return served
@@ -95,7 +104,7 @@ class Servers:
     def stop(self, build: str) -> None:
         served = self.live.pop(build, None)
         if served is not None:
-            served.stop()
+            served.stop()   # paused or not: the runtime's stop ends it, so nothing stays frozen
 
     def stop_all(self) -> None:
         """At the round's end or abort: every server stops, and none starts again."""
@@ -186,16 +195,25 @@ def check(b: Bench, servers: Servers, builds: list[str], emit: Callable[[ev.Even
 
 
 def _answer(servers: Servers, served: Served, positions: list[int], ref: list[list[int]], side: ServedSide) -> None:
+    """The check's completions go the timed blocks' way (their endpoint, streamed, their request
+    fields), one at a time; only a timed stream that carries no token ids falls back to the check's
+    own token endpoint (``check.endpoint``)."""
     spec = servers.spec
     chk = spec.check
     for pos, want in zip(positions, ref):
         c = Completion(position=pos, tokens=[], reference=list(want))
-        try:
-            got = client.complete_tokens(served.url, chk.endpoint, servers.doc[:pos], chk.tokens, chk.request,
-                                         spec.timeout_s)
-            c.tokens = [int(t) for t in got.get(chk.tokens_field) or []]
-        except (client.ServerError, TypeError, ValueError) as e:
-            c.error = str(e)
+        req = wl.Request(index=0, prompt=tuple(servers.doc[:pos]), input_tokens=pos, max_tokens=chk.tokens)
+        r = client.drive(served.url, spec.endpoint, [req], fields=spec.request, concurrency=1,
+                         timeout_s=spec.timeout_s).records[0]
+        # a short answer is graded as one (``core.serving``: "stopped early … reported as complete")
+        c.tokens, c.error = list(r.token_ids), "" if r.error.startswith("stopped early") else r.error
+        if not r.error and not r.token_ids:
+            try:
+                got = client.complete_tokens(served.url, chk.endpoint, servers.doc[:pos], chk.tokens, chk.request,
+                                             spec.timeout_s)
+                c.tokens = [int(t) for t in got.get(chk.tokens_field) or []]
+            except (client.ServerError, TypeError, ValueError) as e:
+                c.error = str(e)
         side.completions.append(c)
     # the cache probe: a primer first (so the probe's first answer is not the server's first), then
     # one prompt from elsewhere in the document, sent again and again, one at a time
@@ -248,11 +266,13 @@ def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Pat
     fig = metrics.summarize_block(blk)
     failed = metrics.failures(blk)
     alive = served.alive()
+    served_sha = keep_served(b.work, item, attempt, reqs, blk)
     rep = Rep(build=item.build, phase=item.phase, index=item.index, position=item.position, attempt=attempt,
               depth=0, tokens=int(fig["total_output_tokens"]), context="serve", status="ok",
               exit_code=0 if alive else None, wall_s=round(wall, 6),
               value=_value(fig, p.bench.metric) if not failed else None,
-              reported=_reported(fig, blk, wl.workload_sha256(reqs), servers.starts.get(item.build, 0)),
+              reported={**_reported(fig, blk, wl.workload_sha256(reqs), servers.starts.get(item.build, 0)),
+                        "served_sha256": served_sha},
               refusals=[], peak_mem_bytes=None, log_tail=[] if alive else tail(served.logs()).split(" | "))
     res = RunResult(exit_code=rep.exit_code, wall_s=wall, stdout=b"", stderr=b"",
                     cpu_s=(cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None, telemetry=telemetry)
@@ -262,6 +282,11 @@ def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Pat
         servers.dead.add(item.build)
         rep.status = "failed"
         rep.refusals = [f"the server exited during the block ({len(failed)} of {len(reqs)} requests failed)"]
+    elif lied := [f"request #{r.index}: {r.error}" for r in blk.records if r.misreported]:
+        # its own figures contradict what it served: the server's doing, not the node's (the
+        # candidate's rejects it, main's is infra), and never retried into a block that counts
+        rep.status = "failed"
+        rep.refusals = [f"the server misreported its work on {len(lied)} of {len(reqs)} requests ({lied[0]})"]
     elif failed:
         # never timed as fast: the block is retried like a suspect rep, then the round is infra
         rep.status = "suspect"
@@ -285,5 +310,5 @@ def _reported(fig: dict, blk: client.Block, sha: str, starts: int) -> dict:
 
 def _compact(d: dict) -> dict:
     return {k: ([round(x, 6) for x in v] if k == "token_s" else round(v, 6) if isinstance(v, float) else v)
-            for k, v in d.items() if k != "text"}
+            for k, v in d.items() if k not in ("text", "token_ids")}   # the ids: the work directory's
 

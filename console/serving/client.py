@@ -53,6 +53,9 @@ class RequestRecord:
     finish_reason: str = ""
     end_s: float | None = None
     text: str = ""
+    token_ids: list[int] = field(default_factory=list)   # the served ids, where the stream carries them
+    prompt_tokens: int | None = None    # the prompt tokens the server says it read
+    misreported: bool = False       # its own figures contradict what it sent: the server's fault, never the node's
 
     @property
     def ok(self) -> bool:
@@ -88,7 +91,9 @@ class RequestRecord:
                    output_tokens=int(d.get("output_tokens") or 0), chunks=int(d.get("chunks") or 0),
                    status=int(d.get("status") or 0), error=str(d.get("error") or ""),
                    finish_reason=str(d.get("finish_reason") or ""), end_s=_opt_float(d.get("end_s")),
-                   text=str(d.get("text") or ""))
+                   text=str(d.get("text") or ""), token_ids=[int(x) for x in d.get("token_ids") or []],
+                   prompt_tokens=None if d.get("prompt_tokens") is None else int(d["prompt_tokens"]),
+                   misreported=bool(d.get("misreported")))
 
 
 @dataclass
@@ -116,38 +121,71 @@ def _malformed(data: str) -> str:
     return f"malformed stream chunk: {data[:120]!r}"
 
 
-def _take_chunk(rec: RequestRecord, data: str, now: float) -> bool:
-    """Fold one SSE data payload into the record (setting ``error`` when it is unusable); whether
-    it carried the server's own token count."""
+def _take_chunk(rec: RequestRecord, data: str, now: float) -> tuple[bool, bool]:
+    """Fold one SSE data payload into the record (setting ``error`` when it is unusable):
+    (whether it carried the server's own token count, whether it ended the stream). Two shapes:
+    OpenAI's (``choices``, ``usage``; the stream ends with ``[DONE]``) and llama-server's native
+    ``/completion`` (``content``, the token's id in ``tokens``, a last chunk with ``stop``)."""
     try:
         chunk = json.loads(data)
     except ValueError:
         rec.error = _malformed(data)
-        return False
+        return False, False
+    if isinstance(chunk, dict) and "choices" not in chunk and "content" in chunk:
+        return _take_native(rec, chunk, now, data)
     if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
         rec.error = (f"server error in stream: {json.dumps(chunk['error'])[:200]}"
                      if isinstance(chunk, dict) and "error" in chunk else _malformed(data))
-        return False
+        return False, False
     choices = chunk["choices"]
     if choices:
         choice = choices[0]
         if not isinstance(choice, dict):
             rec.error = _malformed(data)
-            return False
-        text = choice.get("text") or ""
-        if text:
-            rec.chunks += 1
-            rec.token_s.append(now)
-            rec.text += str(text)
-            if rec.first_token_s is None:
-                rec.first_token_s = now
+            return False, False
+        _arrived(rec, str(choice.get("text") or ""), [], now)
         if choice.get("finish_reason"):
             rec.finish_reason = str(choice["finish_reason"])
     usage = chunk.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+    if isinstance(usage, dict) and _count(usage.get("completion_tokens")):
         rec.output_tokens = usage["completion_tokens"]
-        return True
-    return False
+        if _count(usage.get("prompt_tokens")):
+            rec.prompt_tokens = usage["prompt_tokens"]
+        return True, False
+    return False, False
+
+
+def _take_native(rec: RequestRecord, chunk: dict, now: float, data: str) -> tuple[bool, bool]:
+    ids = chunk.get("tokens", [])
+    if not isinstance(ids, list) or not all(_count(t) for t in ids) or not isinstance(chunk["content"], str):
+        rec.error = _malformed(data)
+        return False, False
+    _arrived(rec, chunk["content"], ids, now)
+    if not chunk.get("stop"):
+        return False, False
+    rec.finish_reason = str(chunk.get("stop_type") or "stop")
+    if _count(chunk.get("tokens_evaluated")):
+        rec.prompt_tokens = chunk["tokens_evaluated"]
+    if _count(chunk.get("tokens_predicted")):
+        rec.output_tokens = chunk["tokens_predicted"]
+        return True, True
+    return False, True
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _arrived(rec: RequestRecord, text: str, ids: list[int], now: float) -> None:
+    """A chunk that carried output: one arrival (text, or a token whose text is not complete yet)."""
+    if not text and not ids:
+        return
+    rec.chunks += 1
+    rec.token_s.append(now)
+    rec.text += text
+    rec.token_ids.extend(int(t) for t in ids)
+    if rec.first_token_s is None:
+        rec.first_token_s = now
 
 
 async def _read_events(resp: httpx.Response, rec: RequestRecord, t0: float) -> None:
@@ -158,8 +196,9 @@ async def _read_events(resp: httpx.Response, rec: RequestRecord, t0: float) -> N
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        counted = _take_chunk(rec, data, time.perf_counter() - t0) or counted
-        if rec.error:
+        said, ended = _take_chunk(rec, data, time.perf_counter() - t0)
+        counted = said or counted
+        if rec.error or ended:
             return
         if not counted:
             rec.output_tokens = rec.chunks
@@ -176,12 +215,19 @@ async def _head(resp: httpx.Response) -> str:
 
 
 def _check_count(rec: RequestRecord) -> None:
+    """A response's accounting: as many tokens as asked, and where the server says so, the ids it
+    streamed and the prompt it read agree with that (a server that reads less of the prompt, or
+    generates fewer tokens than it reports, does less work than it is timed for)."""
     if rec.error:
         return
     if rec.output_tokens < rec.max_tokens:
         rec.error = f"stopped early: {rec.output_tokens} of {rec.max_tokens} tokens"
     elif rec.output_tokens > rec.max_tokens:
         rec.error = f"generated {rec.output_tokens} tokens, more than the {rec.max_tokens} asked"
+    elif rec.token_ids and len(rec.token_ids) != rec.output_tokens:
+        rec.error, rec.misreported = f"streamed {len(rec.token_ids)} token ids but reported {rec.output_tokens} tokens", True
+    elif rec.prompt_tokens is not None and rec.input_tokens and rec.prompt_tokens != rec.input_tokens:
+        rec.error, rec.misreported = f"read {rec.prompt_tokens} prompt tokens of the {rec.input_tokens} sent", True
 
 
 def _body(req: Request, fields: Mapping[str, Any], **extra: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Serving rounds through a real llama-server: 0.3.16's, built from its sdist with the server, on the
-real GGUF model, driven by the console's own load client; and the two serving adversaries
-(patches over main's server), each refused before any block is timed.
+real GGUF model, driven by the console's own load client, its served tokens graded after the
+blocks; and four serving adversaries (patches over main's server): three refused by the check before
+any block is timed, one that cheats only under load rejected by the grading of what it served.
 
 Everything here is real: the daemon, the compiler in the pinned image, the server, the model, the
 HTTP. Missing pieces fail with what to run (`make llama-setup`), never skip.
@@ -69,6 +70,14 @@ def test_a_serving_round_checks_both_servers_then_times_paired_blocks(benign):
         assert all(q["output_tokens"] == q["max_tokens"] == 16 and len(q["token_s"]) == 16 for q in fig["requests"])
         assert rep["value"] == pytest.approx(fig["output_throughput"]) and fig["p99_ttft_ms"] >= fig["median_ttft_ms"]
         assert rep["telemetry"]["source"] and rep["suspect"] == []
+    # every served token of every block is kept and graded after the blocks: main against itself departs nowhere
+    graded = v["parity"]["server"]["graded"]
+    assert graded["available"] == {"main": 8 * len(blocks(r, "main", "timed") + blocks(r, "main", "warmup")),
+                                   "candidate": 8 * len(blocks(r, "candidate", "timed") + blocks(r, "candidate", "warmup"))}
+    assert graded["main"]["requests"] == graded["candidate"]["requests"] == min(96, graded["available"]["main"])
+    assert graded["main"]["departed"] == graded["candidate"]["departed"] == 0 and graded["seconds"] > 0
+    assert all(len(q["served"]) == len(q["best"]) == 16 for q in check["graded"]["requests"])
+    assert all(rep["reported"]["served_sha256"] for rep in main + cand)
     assert {k for k in v["speed"]["guards"]} == {"latency:ttft_p99_ms", "latency:itl_p99_ms"}
     assert all(row["pairs"] == 4 for row in v["speed"]["guards"].values())
 
@@ -84,14 +93,28 @@ def test_the_blocks_export_as_a_table_and_as_vllm_named_results(benign, tmp_path
         assert doc["median_ttft_ms"] > 0 and doc["max_concurrency"] == 4 and len(doc["ttfts"]) == 32
 
 
-@pytest.mark.parametrize("patch, said", [
-    ("stops-early", "stopped early: 8 of 16 tokens at position 32 (8 of 8 completions short), reported as complete"),
-    ("prompt-cache", "answered a repeated prompt from a cache: time to first token "),
+@pytest.mark.parametrize("patch, code, said", [
+    ("stops-early", "server-check",
+     "stopped early: 8 of 16 tokens at position 32 (8 of 8 completions short), reported as complete"),
+    ("prompt-cache", "server-check", "answered a repeated prompt from a cache: time to first token "),
+    # reads a prompt's first token and its last 8 only when the request is streamed, and reports the
+    # full length: the check goes the timed way (streamed, the timed endpoint), so it is caught there
+    ("skims-when-streamed", "server-check", ""),
+    # the same only while another slot is busy: one request at a time (the check, the cache probe) it
+    # is main's server; timed at concurrency 4 it is faster, and its served tokens are graded after
+    ("skims-under-load", "served-tokens", "candidate's server under load: "),
 ])
-def test_a_serving_adversary_is_refused_before_any_block_is_timed(served, tmp_path, patch, said):
+def test_a_serving_adversary_is_rejected(served, tmp_path, patch, code, said):
     rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / f"{patch}.patch")), tmp_path)
     r, v = rnd.receipt, verdict_of(events)
-    assert v["outcome"] == "rejected" and "server-check" in codes(v)
-    assert any(x["message"].startswith(f"candidate's server: {said}") for x in v["reasons"]), v["reasons"]
-    assert not blocks(r, "main") and not blocks(r, "candidate")     # nothing was timed
+    assert v["outcome"] == "rejected" and code in codes(v), v["reasons"]
     assert v["parity"]["server"]["main"]["status"] == "pass"
+    if code == "server-check":
+        assert any(x["message"].startswith(f"candidate's server: {said}") for x in v["reasons"]), v["reasons"]
+        assert not blocks(r, "main") and not blocks(r, "candidate")     # nothing was timed
+        return
+    graded = v["parity"]["server"]["graded"]
+    assert graded["main"]["departed"] == 0 and graded["candidate"]["departed"] >= 12, graded
+    [why] = [x["message"] for x in v["reasons"] if x["code"] == code]
+    assert why.startswith(said) and "depart from the reference's tokens" in why and "main's 0 of" in why
+    assert blocks(r, "candidate")        # it was timed, then graded

@@ -75,6 +75,17 @@ def test_a_block_with_failed_requests_is_retried_then_the_round_is_infra(tmp_pat
     assert "slot unavailable" in str(e.value)
 
 
+def test_a_server_that_misreports_its_work_fails_its_block_never_retried(tmp_path):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "skims"])
+    servers = Servers(b, lambda *a: None)
+    try:
+        rep, _ = run_block(b, servers, _item(), 0, tmp_path / "out")
+    finally:
+        servers.stop_all()
+    assert rep.status == "failed" and rep.value is None and rep.suspect == []
+    assert rep.refusals[0].startswith("the server misreported its work on 8 of 8 requests (request #0: read ")
+
+
 def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):
     b = _bench(tmp_path, [sys.executable, "-c", "print('no model at /model/x.gguf'); raise SystemExit(1)"])
     servers = Servers(b, lambda *a: None)

@@ -105,7 +105,8 @@ def _handler(state: _State):
                 if mode == "hang":
                     state.release.wait(10)
                 if body.get("stream_options", {}).get("include_usage"):
-                    self._event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n}})
+                    read = len(body["prompt"]) - (mode == "skims")    # "skims": says it read one token less
+                    self._event({"choices": [], "usage": {"prompt_tokens": read, "completion_tokens": n}})
             if mode != "nodone":
                 self._event("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
@@ -293,3 +294,32 @@ def test_complete_tokens_says_what_went_wrong(server, mode, message):
     with pytest.raises(ServerError) as e:
         complete_tokens(server.url, "/completion", "hi", 2, {"mode": mode}, timeout_s=0.3)
     assert e.value.message == f"{server.url}{message}"
+
+
+def test_a_server_that_says_it_read_less_of_the_prompt_fails_the_request(server):
+    reqs = [Request(0, (5, 6, 7), 3, 4)]
+    rec = drive(server.url, "/v1/completions", reqs, fields={"mode": "skims", **USAGE}, concurrency=1,
+                timeout_s=10.0).records[0]
+    assert not rec.ok and rec.error == "read 2 prompt tokens of the 3 sent" and rec.prompt_tokens == 2
+
+
+def _native(rec: RequestRecord, *chunks: dict) -> RequestRecord:
+    from console.serving.client import _check_count, _take_chunk
+    for i, c in enumerate(chunks):
+        _take_chunk(rec, json.dumps(c), 0.1 * (i + 1))
+    _check_count(rec)
+    return rec
+
+
+def test_llama_servers_native_stream_gives_each_tokens_id_and_its_accounting():
+    ok = _native(RequestRecord(index=0, input_tokens=3, max_tokens=2),
+                 {"content": "a", "tokens": [11], "stop": False}, {"content": "", "tokens": [12], "stop": False},
+                 {"content": "", "tokens": [], "stop": True, "tokens_predicted": 2, "tokens_evaluated": 3})
+    assert not ok.error and ok.token_ids == [11, 12] and ok.chunks == 2 and ok.prompt_tokens == 3 and ok.text == "a"
+    # two ids streamed, three reported: the count it is timed for is not what it sent
+    lies = _native(RequestRecord(index=0, input_tokens=3, max_tokens=3),
+                   {"content": "a", "tokens": [11], "stop": False}, {"content": "b", "tokens": [12], "stop": False},
+                   {"content": "", "tokens": [], "stop": True, "tokens_predicted": 3, "tokens_evaluated": 3})
+    assert lies.error == "streamed 2 token ids but reported 3 tokens"
+    bad = _native(RequestRecord(index=0, input_tokens=3, max_tokens=1), {"content": "a", "tokens": ["x"]})
+    assert bad.error.startswith("malformed stream chunk")

@@ -37,11 +37,12 @@ def test_the_shipped_serving_profile_loads_with_its_guards_and_load():
     assert (p.bench.mode, p.bench.metric, p.bench.command) == ("serve", "output_tok_s", ())
     assert (p.server.concurrency, p.server.workload.requests, p.server.check.longest) == (4, 8, 512)
     assert [(g.metric, g.max_rise) for g in p.gate.latency] == [("ttft_p99_ms", 0.25), ("itl_p99_ms", 0.25)]
-    assert p.record().server["endpoint"] == "/v1/completions"      # the receipt keeps the [server] in force
+    assert p.record().server["endpoint"] == "/completion"      # the receipt keeps the [server] in force
+    assert p.record().server["grade"]["requests"] == 96 and p.server.grade.command[1] == "grade"
 
 
 @pytest.mark.parametrize("edit, key, expected", [
-    (('mode = "serve"\n', 'mode = "harness"\ncommand = ["/engine/harness"]\n'), "bench.mode", "expected a [server] table exactly when bench.mode = 'serve'"),
+    (('mode = "serve"\n', 'mode = "harness"\ncommand = ["/engine/harness"]\n'), "bench.mode", "expected bench.mode = 'serve': a [server] table"),
     (('metric = "output_tok_s"', 'metric = "decode_tok_s"'), "bench.metric", "expected one of output_tok_s, "
      "request_s, stream_tok_s for a serving profile (all higher is better), got 'decode_tok_s'"),
     (('metric = "ttft_p99_ms"', 'metric = "ttft_p95_ms"'), "gate.latency[0].metric", "expected "),

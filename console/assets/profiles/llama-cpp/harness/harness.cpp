@@ -11,6 +11,7 @@
 //   harness tokenize --model M --text FILE --out DIR
 //   harness generate --model M --prompts FILE --tokens N --threads K --out DIR [--stop newline]
 //   harness generate --model M --doc D --at 64,128,... --tokens N --threads K --out DIR [--follow F]
+//   harness grade    --model M --requests FILE --threads K --out DIR
 //   (any command) --gpu-layers N: offload N layers (builds with a GPU backend)
 //   (any command) --flash-attn 0|1, --batch N: kernel settings that should not change the
 //                 result (the reference's kernel-to-kernel spread is measured across them);
@@ -24,9 +25,16 @@
 // (a generated.txt of the same --at): each continuation is forced to F's tokens, and the
 // line holds this engine's own argmax at each of those positions instead.
 //
+// grade (teacher forcing): FILE holds one served request per line, its prompt's token ids, a
+// tab, and the ids a server answered. The prompt and the served tokens are decoded together from
+// an empty context; at each served position this engine's own argmax is written with how far the
+// served token's logit is below it (nats of log-probability: 0 when the served token is the
+// argmax). graded.txt: per request, one line of `best:gap` per served token.
+//
 // Exit status: 0 success, 2 bad input (named on stderr), 3 the engine failed.
 #include "llama.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -411,10 +419,64 @@ int cmd_generate(const std::map<std::string, std::string> & a) {
     return o ? 0 : 3;
 }
 
+std::vector<llama_token> read_ids(const std::string & text, int n_vocab, int line) {
+    std::stringstream in(text);
+    std::vector<llama_token> ids;
+    long long v;
+    while (in >> v) {
+        if (v < 0 || v >= n_vocab) die(2, "--requests line " + std::to_string(line) + ": token " + std::to_string(v) +
+                                          " is outside the vocabulary");
+        ids.push_back((llama_token) v);
+    }
+    if (!in.eof()) die(2, "--requests line " + std::to_string(line) + " holds something other than token ids");
+    return ids;
+}
+
+int cmd_grade(const std::map<std::string, std::string> & a) {
+    int threads = need_int(a, "threads", 1);
+    Engine e(need(a, "model"), 0, threads, false);
+    std::ifstream f(need(a, "requests"));
+    if (!f) die(2, "cannot read the requests " + need(a, "requests"));
+    std::vector<std::pair<std::vector<llama_token>, std::vector<llama_token>>> reqs;
+    size_t longest = 0;
+    for (std::string line; std::getline(f, line);) {
+        size_t tab = line.find('\t');
+        int n = (int) reqs.size() + 1;
+        if (tab == std::string::npos) die(2, "--requests line " + std::to_string(n) + " has no tab");
+        auto prompt = read_ids(line.substr(0, tab), e.n_vocab, n), served = read_ids(line.substr(tab + 1), e.n_vocab, n);
+        if (prompt.empty() || served.empty()) die(2, "--requests line " + std::to_string(n) + " has an empty side");
+        longest = std::max(longest, prompt.size() + served.size());
+        reqs.emplace_back(std::move(prompt), std::move(served));
+    }
+    if (reqs.empty()) die(2, "no requests");
+    e.new_context((int) longest);
+    std::ofstream o(need(a, "out") + "/graded.txt");
+    std::vector<float> logits;
+    for (const auto & [prompt, served] : reqs) {
+        if (!llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1)) die(3, "the engine cannot clear its context");
+        std::vector<llama_token> seq(prompt);
+        seq.insert(seq.end(), served.begin(), served.end() - 1);
+        std::vector<int> want;
+        for (size_t i = prompt.size() - 1; i < seq.size(); i++) want.push_back((int) i);
+        logits.clear();
+        e.run(seq, 0, (int) seq.size(), want, &logits);
+        for (size_t i = 0; i < served.size(); i++) {
+            const float * row = logits.data() + i * e.n_vocab;
+            int best = 0;
+            for (int v = 1; v < e.n_vocab; v++) if (row[v] > row[best]) best = v;  // ties: the lowest id
+            char cell[48];
+            std::snprintf(cell, sizeof cell, "%s%d:%.5f", i ? " " : "", best, row[best] - row[served[i]]);
+            o << cell;
+        }
+        o << '\n';
+    }
+    return o ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
-    if (argc < 2) die(2, "usage: harness bench|logits|tokenize|generate --key value ...");
+    if (argc < 2) die(2, "usage: harness bench|logits|tokenize|generate|grade --key value ...");
     std::string cmd = argv[1];
     auto a = parse_args(argc, argv);
     if (a.count("gpu-layers")) g_gpu_layers = need_int(a, "gpu-layers", 0);
@@ -424,5 +486,6 @@ int main(int argc, char ** argv) {
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "tokenize") return cmd_tokenize(a);
     if (cmd == "generate") return cmd_generate(a);
+    if (cmd == "grade") return cmd_grade(a);
     die(2, "unknown command " + cmd);
 }
