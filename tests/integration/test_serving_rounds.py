@@ -58,7 +58,8 @@ def test_a_serving_round_checks_both_servers_then_times_paired_blocks(benign):
         assert len(side["completions"]) == 8 and all(len(c["tokens"]) == 16 for c in side["completions"])
         assert sum(c["tokens"][0] == c["reference"][0] for c in side["completions"]) >= 6
         assert len(side["probe_ttft_s"]) == 3 and min(side["probe_ttft_s"]) > 0.5 * side["probe_ttft_s"][0]
-    assert v["parity"]["server"] == {b: {"status": "pass", "problems": []} for b in ("main", "candidate")}
+    assert {b: v["parity"]["server"][b] for b in ("main", "candidate")} == {
+        b: {"status": "pass", "problems": []} for b in ("main", "candidate")}
     main, cand = blocks(r, "main"), blocks(r, "candidate")
     assert len(main) == len(cand) == 4
     # a pair answers the same requests; another pair, others
@@ -105,7 +106,8 @@ def test_the_blocks_export_as_a_table_and_as_vllm_named_results(benign, tmp_path
     ("skims-under-load", "served-tokens", "candidate's server under load: "),
 ])
 def test_a_serving_adversary_is_rejected(served, tmp_path, patch, code, said):
-    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / f"{patch}.patch")), tmp_path)
+    # four pairs at most: the grading after them decides, whatever the speed did
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / f"{patch}.patch")), tmp_path, reps=4)
     r, v = rnd.receipt, verdict_of(events)
     assert v["outcome"] == "rejected" and code in codes(v), v["reasons"]
     assert v["parity"]["server"]["main"]["status"] == "pass"
