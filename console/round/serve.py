@@ -56,9 +56,7 @@ class Servers:
         if self.closed:
             raise Interrupted("the round was interrupted", "Run it again; its builds are reused by their keys.")
         self.stop(build)
-        for other, idle in list(self.live.items()):    # frozen while this one loads and warms up
-            if other != build:
-                idle.pause()
+        self._freeze_all_but(build)     # frozen while this one loads and warms up
         p, spec, b = self.b.profile, self.spec, self.b
         n = self.starts[build] = self.starts.get(build, 0) + 1
         host, port = b.rt.serve_address(spec.port)
@@ -92,14 +90,18 @@ class Servers:
         served = self.live.get(build)
         if served is None or self.spec.restart == "block":
             return self.start(build)
-        # only the server whose block is timed runs: an idle one could load it, and its CPU would count
-        for other, idle in list(self.live.items()):
-            if other != build:
-                idle.pause()
+        self._freeze_all_but(build)
         served.resume()
         if not served.alive():
             raise ServerDown(build, f"{build}'s server exited between blocks; its log ends: {tail(served.logs())}")
         return served
+
+    def _freeze_all_but(self, build: str) -> None:
+        """Only ``build``'s server may run: an idle one could load it, and its CPU would count as
+        the timed server's. A copy of ``live``: Ctrl-C stops servers from another thread."""
+        for other, idle in list(self.live.items()):
+            if other != build:
+                idle.pause()
 
     def stop(self, build: str) -> None:
         served = self.live.pop(build, None)
@@ -206,7 +208,7 @@ def _answer(servers: Servers, served: Served, positions: list[int], ref: list[li
         r = client.drive(served.url, spec.endpoint, [req], fields=spec.request, concurrency=1,
                          timeout_s=spec.timeout_s).records[0]
         # a short answer is graded as one (``core.serving``: "stopped early … reported as complete")
-        c.tokens, c.error = list(r.token_ids), "" if r.error.startswith("stopped early") else r.error
+        c.tokens, c.error = list(r.token_ids), "" if r.short else r.error
         if not r.error and not r.token_ids:
             try:
                 got = client.complete_tokens(served.url, chk.endpoint, servers.doc[:pos], chk.tokens, chk.request,

@@ -39,8 +39,10 @@ def _file(work: Path, build: str, phase: str, index: int, attempt: int) -> Path:
 def keep_served(work: Path, item: Item, attempt: int, reqs: list[wl.Request], blk: client.Block) -> str:
     """Write a block's prompts and served ids where the grading reads them; the file's sha256."""
     prompts = {r.index: r.prompt for r in reqs}
-    rows = [{"request": r.index, "ok": r.ok, "prompt": [int(t) for t in prompts.get(r.index, ())]
-             if not isinstance(prompts.get(r.index), str) else None, "served": r.token_ids} for r in blk.records]
+    # a text prompt (a workload file's) has no ids to replay: None, and it is not graded
+    rows = [{"request": r.index, "ok": r.ok, "served": r.token_ids,
+             "prompt": list(prompts[r.index]) if isinstance(prompts.get(r.index), tuple) else None}
+            for r in blk.records]
     data = json.dumps({"build": item.build, "phase": item.phase, "block": item.index, "attempt": attempt,
                        "requests": rows}, separators=(",", ":")).encode()
     path = _file(work, item.build, item.phase, item.index, attempt)

@@ -56,6 +56,7 @@ class RequestRecord:
     token_ids: list[int] = field(default_factory=list)   # the served ids, where the stream carries them
     prompt_tokens: int | None = None    # the prompt tokens the server says it read
     misreported: bool = False       # its own figures contradict what it sent: the server's fault, never the node's
+    short: bool = False             # it answered in full but with fewer tokens than asked
 
     @property
     def ok(self) -> bool:
@@ -93,7 +94,7 @@ class RequestRecord:
                    finish_reason=str(d.get("finish_reason") or ""), end_s=_opt_float(d.get("end_s")),
                    text=str(d.get("text") or ""), token_ids=[int(x) for x in d.get("token_ids") or []],
                    prompt_tokens=None if d.get("prompt_tokens") is None else int(d["prompt_tokens"]),
-                   misreported=bool(d.get("misreported")))
+                   misreported=bool(d.get("misreported")), short=bool(d.get("short")))
 
 
 @dataclass
@@ -221,7 +222,7 @@ def _check_count(rec: RequestRecord) -> None:
     if rec.error:
         return
     if rec.output_tokens < rec.max_tokens:
-        rec.error = f"stopped early: {rec.output_tokens} of {rec.max_tokens} tokens"
+        rec.error, rec.short = f"stopped early: {rec.output_tokens} of {rec.max_tokens} tokens", True
     elif rec.output_tokens > rec.max_tokens:
         rec.error = f"generated {rec.output_tokens} tokens, more than the {rec.max_tokens} asked"
     elif rec.token_ids and len(rec.token_ids) != rec.output_tokens:
