@@ -115,7 +115,7 @@ def test_the_cycle_finder_finds_one():
 
 def test_the_top_level_holds_only_the_entry_points_and_shared_vocabulary():
     top = sorted(p.stem for p in (ROOT / "console").glob("*.py"))
-    assert top == ["__init__", "cli", "commands", "errors", "events", "paths"], top
+    assert top == ["__init__", "cli", "clock", "commands", "errors", "events", "paths"], top
     # the profile is a package: its declared tables, the loader, the generated key reference
     assert (ROOT / "console" / "profile" / "__init__.py").is_file()
 

@@ -20,7 +20,8 @@ from ..core.manifest import Manifest, ManifestError, Piece, digest, problems
 from ..errors import UsageError
 from ..paths import version
 from ..profile import Profile, Source, load_profile
-from ..results.store import read_file, utc_now
+from ..clock import utc_now
+from ..results.store import read_file
 from . import sources, wheels
 
 MANIFEST = "manifest.json"

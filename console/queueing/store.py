@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from ..core import queue as policy
 from ..core.queue import Candidate, State
 from ..errors import UsageError
-from ..results.store import utc_now
+from ..clock import utc_now
 
 FILE = "queue.sqlite"
 SCHEMA = 1

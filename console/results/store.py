@@ -11,12 +11,12 @@ import json
 import os
 import stat
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import tomlkit
 
+from console.clock import utc_now  # noqa: F401 - the seal's time; older callers import it from here
 from console.core import ledger as L
 from console.core.untrusted import loads
 from console.core.reruns import prior_problems
@@ -87,15 +87,6 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
-
-
-def utc_now(micro: bool = False) -> str:
-    """ISO 8601 UTC; ``micro`` adds microseconds (a queue's order is its ready times, and seconds
-    would tie within a burst of submissions)."""
-    if micro:
-        from datetime import datetime, timezone
-        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 # --- the ledger ----------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..engine import sources
 from ..engine.adapters import WRITES_LOGITS
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal, lockfile, store
-from ..results.store import utc_now
+from ..clock import utc_now
 from ..runtime.base import BuildResult
 from . import accuracy as accuracy_stage
 from . import after

@@ -19,7 +19,7 @@ from ..errors import ExitCode
 from ..reports.sweep_html import write_sweep_html
 from ..serving import metrics
 from ..serving.client import Block, RequestRecord
-from ..results.store import utc_now
+from ..clock import utc_now
 from .plan import Item
 from .reps import Bench, run_until_trusted
 from .runner import Round

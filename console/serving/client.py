@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
-from console.results.store import utc_now
+from console.clock import utc_now
 from console.serving.workload import Request
 
 ERROR_BODY_BYTES = 300
