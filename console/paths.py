@@ -2,11 +2,13 @@
 
 They are package data under ``console/assets`` so a wheel install works anywhere; a checkout keeps
 ``profiles/`` and ``images/`` at its top as links to the same folders. Results never go here: they
-default to ``./results/`` of the working directory.
+default to ``./results/`` of the working directory. The cache kept between rounds (``cache_dir``) is
+the user's, outside the package.
 """
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -21,6 +23,14 @@ LLAMA_BENCH_PROFILE = PROFILES / "llama-cpp-bench.toml"
 LLAMA_CANDIDATES = PROFILES / "llama-cpp" / "candidates"
 SERVER_PROFILE = PROFILES / "llama-server.toml"
 SERVER_CANDIDATES = PROFILES / "llama-server" / "candidates"
+
+
+def cache_dir() -> Path:
+    """Where downloaded sources, kept builds and compiler caches stay between rounds
+    (BENCH_CONSOLE_CACHE overrides)."""
+    base = os.environ.get("BENCH_CONSOLE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bench-console")
+    return Path(base)
 
 
 def demo_candidates() -> list[str]:

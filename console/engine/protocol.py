@@ -27,6 +27,7 @@ import numpy as np
 # one error type for every malformed parity input, shared with the parity core
 from console.core.parity import ParityInputError
 from console.core.untrusted import CONTROL
+from console.runtime.base import LOG_TAIL_LINES
 
 
 RESULT_PREFIX = b"BENCH_RESULT "
@@ -37,7 +38,6 @@ RATE_TOLERANCE = 0.01             # value must agree with tokens / elapsed_s wit
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024   # stdout beyond this is refused, not scanned
 MAX_RESULT_LINE = 4096            # a real result line is ~200 bytes; longer ones are refused unparsed
-LOG_TAIL_LINES = 40
 LOG_LINE_CHARS = 500
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..paths import cache_dir
 from ..profile import Source
 
 
@@ -166,13 +167,6 @@ def _top_level(root: Path, names: tuple[str, ...]):
             return {e for e in entries if e in names}
         return {".git"} & set(entries)
     return ignore
-
-
-def cache_dir() -> Path:
-    """Where downloaded sources are kept between rounds (BENCH_CONSOLE_CACHE overrides)."""
-    base = os.environ.get("BENCH_CONSOLE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bench-console")
-    return Path(base)
 
 
 def fetch_sdist(requirement: str) -> Path:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..engine.protocol import LOG_TAIL_LINES  # noqa: F401 - one limit for every runtime's log tail
+# the lines of a build's or run's log a receipt keeps (the engine's readers cut to the same)
+LOG_TAIL_LINES = 40
 
 # Inside a build or run, the engine's tree is at SRC_ROOT and its installed
 # binaries under ENGINE_ROOT. Profiles use these fixed paths; the local runtime

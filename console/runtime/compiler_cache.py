@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..engine.sources import cache_dir
+from ..paths import cache_dir
 
 IN_IMAGE = "/ccache"
 STATS_PREFIX = "bench-console: ccache: "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import HarnessSpec, ImageSpec, RunSpec
-from ..engine.sources import cache_dir
+from ..paths import cache_dir
 from . import compiler_cache
 from .base import (ENGINE_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Served, Watch, Watchdog, dir_bytes, parse_size)
@@ -164,13 +164,13 @@ class LocalRuntime:
         path = self._path = _search_path(image.host.path)   # the build's and its runs' PATH
         found = _probe(probe, path)
         if found != compiler:
-            raise CompilerMismatch(build, compiler, found)
+            raise CompilerMismatch(build, compiler, found, host_packages=image.packages)
         on_log(f"bench-console: compiler ok: {found}")
         tools = {}
         for t in pinned:
             tools[t.name] = _probe(t.probe, path)
             if tools[t.name] != t.expect:
-                raise CompilerMismatch(build, t.expect, tools[t.name], tool=t.name)
+                raise CompilerMismatch(build, t.expect, tools[t.name], tool=t.name, host_packages=image.packages)
             on_log(f"bench-console: tool ok: {t.name}: {tools[t.name]}")
         return found, tools
 
