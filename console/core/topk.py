@@ -80,13 +80,16 @@ def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1) -> tuple[np.ndarray, 
 
 
 def top_ids(x: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` largest entries of ``x``, largest first, ties by lower id (so the first is
-    numpy's argmax of the row)."""
+    """The ``k`` largest entries of ``x``, largest first, ties broken by lower id over the whole row
+    (so the first is numpy's argmax, and which of several tokens tied at the k-th value are kept
+    depends on their ids alone, never on how a partition happened to visit them)."""
     a = np.asarray(x)
-    idx = np.argpartition(-a, k - 1)[:k]
-    first = int(np.argmax(a))
-    if first not in idx:             # more than k ties at the maximum: keep numpy's argmax
-        idx[np.argmin(a[idx])] = first
+    v = a[np.argpartition(-a, k - 1)[k - 1]]          # the k-th largest value
+    if not np.isfinite(v):
+        raise ParityInputError("non-finite")
+    above = np.flatnonzero(a > v)
+    tied = np.flatnonzero(a == v)[: k - above.size]   # flatnonzero is in id order
+    idx = np.concatenate([above, tied])
     return idx[np.lexsort((idx, -a[idx].astype(np.float64)))].astype(np.int32)
 
 

@@ -155,3 +155,19 @@ def test_what_is_not_a_set_of_distributions_is_refused(break_it, message):
     topk.check(comp, 2, 3, 400, 16)
     with pytest.raises(ParityInputError, match=message):
         topk.check(break_it(comp), 2, 3, 400, 16)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(2, 6))
+def test_ties_at_the_kth_value_keep_the_lowest_ids_whatever_the_row(seed, k, levels):
+    # few distinct values: many ties at the k-th, in every position of the row
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, size=64).astype(np.float32)
+    got = topk.top_ids(x, k)
+    want = sorted(range(64), key=lambda i: (-float(x[i]), i))[:k]
+    assert list(got) == want
+
+
+def test_a_non_finite_row_is_refused_by_name():
+    with pytest.raises(ParityInputError):
+        topk.top_ids(np.full(8, np.nan, dtype=np.float32), 3)
