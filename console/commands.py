@@ -437,7 +437,7 @@ def cmd_images(args) -> int:
 
 
 def cmd_reference(args) -> int:
-    from .engine import reference
+    from .round import reference
     if args.ref_cmd != "capture":
         raise UsageError("say which: `console reference capture --profile P`")
     profile, sdists = load_profile(args.profile), None
@@ -446,16 +446,25 @@ def cmd_reference(args) -> int:
         b = bundles.open_bundle(args.bundle)
         # the model from the bundle; the capture writes beside the profile, never into the bundle
         profile, sdists = replace(bundles.route(profile, b), parity=profile.parity), b.sdists
-    sha = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile,
+    got = reference.capture(profile, log=lambda line: print(line, flush=True), write_profile=args.write_profile,
                             runtime=args.runtime, sdists=sdists)
-    print(f"reference captured: sha256 {sha}")
-    if sha == profile.parity.reference_sha256:
+    print(f"reference captured: sha256 {got.sha256}")
+    if got.reproduces_pin:
         print("identical to the pinned reference")
-    elif not args.write_profile:
-        print("it differs from the pinned reference, which is unchanged; to adopt it, run again with "
-              "--write-profile (replaces the file and the pin together)")
-        return ExitCode.REJECTED
-    return ExitCode.OK
+        return ExitCode.OK
+    if args.write_profile:
+        return ExitCode.OK
+    from .reports.reference import difference_lines
+    pin = profile.parity.reference_sha256
+    if got.difference is not None:
+        for line in difference_lines(got.difference, pin, str(got.compared_with)):
+            print(line)
+    else:
+        print(f"it differs from the pinned reference ({pin[:12]}…); this node holds neither the pinned "
+              f"file nor its digest ({got.digest_missing}), so how cannot be said")
+    print("the pinned reference is unchanged; to adopt this capture, run again with --write-profile "
+          "(replaces the file, the pin and its digest together)")
+    return ExitCode.REJECTED
 
 
 # --- the queue -------------------------------------------------------------------------

@@ -170,7 +170,8 @@ def test_the_demo_copy_is_the_demo_and_the_shipped_demo_records_no_backend(tmp_p
 
 def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_path):
     import numpy as np
-    from console.engine import reference, reffile
+    from console.engine import reffile
+    from console.round import reference
     from console.round.plan import DOC_NAME
     p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
                                                 'reference = "demo/reference.npz"\nreference_format = "topk"\n'
@@ -178,7 +179,7 @@ def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_pat
     arr = np.load(tmp_path / "demo" / "reference.npy")
     rec = here(p, QuietHost(), False)
     said: list[str] = []
-    sha = reference._store(p, arr, said.append, True, {"runtime": "local", "backend": rec.to_dict()})
+    sha = reference._store(p, arr, said.append, True, {"runtime": "local", "backend": rec.to_dict()}).sha256
     assert (tmp_path / "demo" / "reference.npz").stat().st_size < arr.nbytes / 5
     again = load_profile(p.path)
     assert again.parity.reference_sha256 == sha and "topk format" in said[0]
@@ -190,17 +191,29 @@ def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_pat
     ref = checks.read_reference(SimpleNamespace(profile=again, inputs=tmp_path / "inputs"))
     assert isinstance(ref, reffile.topk.TopK) and ref.shape == (7, 64, 64)
     # the same logits again: the same bytes, so the pin holds and the file is kept
-    assert reference._store(again, arr, said.append, False, {}) == sha
+    same = reference._store(again, arr, said.append, False, {})
+    assert same.sha256 == sha and same.reproduces_pin
     assert not list((tmp_path / "demo").glob("*.captured.*"))
-    # other logits land beside the pinned file, which stays
-    assert reference._store(again, arr * 1.01, said.append, False, {}) != sha
+    # other logits land beside the pinned file, which stays; the capture says how they differ
+    other = reference._store(again, arr * 1.01, said.append, False, {})
+    assert other.sha256 != sha and not other.reproduces_pin
+    assert other.compared_with == Path(again.parity.reference) and other.difference.grading_can_change
+    assert other.difference.max_logp > 1e-4 and not other.difference.argmax_moved   # a sharper row, same order
     assert (tmp_path / "demo" / "reference.captured.npz").is_file()
     assert reffile.read_topk(again.parity.reference, depths=7, rows=64, vocab=2048, k=64, max_bytes=1 << 30)
+    # a node that never held the pinned file compares with the pin's digest, written beside it
+    digest = reference.digest_path(again, sha)
+    assert digest.is_file() and digest.name == f"reference.{sha[:12]}.digest.npz"
+    Path(again.parity.reference).unlink()
+    fresh = reference._store(again, arr * 1.01, said.append, False, {})
+    assert fresh.compared_with == digest and fresh.difference.changed == other.difference.changed
+    digest.unlink()
+    assert reference._store(again, arr * 1.01, said.append, False, {}).digest_missing == digest
 
 
 def test_a_round_refuses_a_top_k_reference_of_another_document(tmp_path):
     import numpy as np
-    from console.engine import reference
+    from console.round import reference
     from console.round.plan import DOC_NAME
     p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
                                                 'reference = "demo/reference.npz"\nreference_format = "topk"\n'

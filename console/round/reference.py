@@ -17,21 +17,27 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from . import protocol
+from ..core import parity, refdiff, topk
 from ..core.backend import Backend, backend_of
+from ..engine import buildkey, protocol, reffile, sources
+from ..engine.sources import sha256_path
 from ..errors import InfraError
 from ..profile import Profile
-from .sources import sha256_path
-from ..results.store import utc_now
+from ..clock import utc_now
+from ..runtime.base import INPUTS_ROOT, OUT_ROOT
+from .inputs import check_model
+from .node import backend, gpu_facts, host_facts, make_runtime, open_telemetry, use_gpus
+from .plan import DOC_NAME, document_problem, fill, logits_argv
 
 
 def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False,
-            runtime: str = "docker", sdists: Path | None = None) -> str:
+            runtime: str = "docker", sdists: Path | None = None) -> Captured:
     """``runtime`` builds the pinned reference source (docker, or local on nodes without Docker);
     ``sdists``: a bundle's, the only place its sdist is taken from (no pip)."""
     if profile.reference.runtime == "docker":
@@ -51,7 +57,6 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
         arr = protocol.read_logits(out / p.output, depths=len(p.depths), rows=p.rows, vocab=p.vocab,
                                    max_bytes=1 << 31)
     # an independent program, not a build of the engine: no compiler or build to match
-    from ..round.node import host_facts
     here = backend_of(host=host_facts(None), preflight=None, gpus=False, runtime="local",
                       threads=profile.run.threads, offload=profile.run.gpus, compiler=None, build=None)
     return _store(profile, arr, log, write_profile, {"runtime": "local", "command": argv,
@@ -59,46 +64,93 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
                                                       "backend": here.to_dict()})
 
 
+@dataclass(frozen=True)
+class Captured:
+    """What a capture made, and how it stands against the profile's pin."""
+    sha256: str
+    reproduces_pin: bool
+    difference: refdiff.Difference | None = None   # where it differs and the pin's digest or file is here
+    compared_with: Path | None = None              # that digest or file
+    digest_missing: Path | None = None             # where the pin's digest was looked for, if absent
+
+
+def digest_path(profile: Profile, sha: str) -> Path:
+    """The committed digest of the reference pinned as ``sha``: its first tokens per row
+    (core.refdiff), so that a node without the pinned file can say how its capture differs."""
+    ref = Path(profile.parity.reference)
+    return ref.with_name(f"{ref.name.split('.')[0]}.{sha[:12]}.digest.npz")
+
+
 def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_profile: bool,
-           meta: dict) -> str:
+           meta: dict) -> Captured:
     p = profile.parity
     # The pinned file is replaced only by the pinned bytes, or when the pin is updated with
     # it; otherwise the capture lands beside it, so a stray capture cannot break later rounds.
     pinned = Path(p.reference)
     side = pinned.with_name(f"{pinned.stem}.captured{pinned.suffix}")
-    data = _reference_bytes(profile, arr)
+    data, digest = _reference_bytes(profile, arr)
     sha = hashlib.sha256(data).hexdigest()
-    dest = pinned if (write_profile or sha == p.reference_sha256) else side
+    same = sha == p.reference_sha256
+    dest = pinned if (write_profile or same) else side
     _write_atomic(dest, data)
     log(f"wrote {dest} ({len(data)} bytes, {p.reference_format} format)")
-    if sha == p.reference_sha256 or write_profile:
+    if same or write_profile:
         # how it was made, beside it: the round puts this in the receipt
         meta = {**meta, "reference_sha256": sha, "document_sha256": sha256_path(Path(p.document)),
                 "captured_at": utc_now()}
-        _write_atomic(Path(p.reference).with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
+        _write_atomic(pinned.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
+        mine = digest_path(profile, sha)
+        if not mine.exists():
+            _write_atomic(mine, reffile.topk_bytes(digest))
+            log(f"wrote {mine} (the digest to commit beside the pin)")
     if write_profile:
         _pin_in_profile(Path(profile.path), {"reference_sha256": sha})
         log(f"pinned parity.reference_sha256 = {sha} in {profile.path}")
-    return sha
+    if same or write_profile:
+        return Captured(sha, same)
+    return _against_pin(profile, sha, digest)
 
 
-def _reference_bytes(profile: Profile, arr: np.ndarray) -> bytes:
-    """The reference file in the profile's format: float32 logits (.npy), or their top-k form (.npz)."""
+def _against_pin(profile: Profile, sha: str, digest: topk.TopK) -> Captured:
+    """How a capture that missed its pin differs from it: against the pinned file if this node holds
+    it, else against the pin's committed digest."""
     p = profile.parity
+    pinned, theirs = Path(p.reference), digest_path(profile, p.reference_sha256)
+    depths, rows, vocab = len(p.depths), p.rows, p.vocab
+    if pinned.is_file() and sha256_path(pinned) == p.reference_sha256:
+        held = reffile.read_reference(pinned, p.reference_format, depths=depths, rows=rows, vocab=vocab,
+                                      k=p.top_k, max_bytes=1 << 31)
+        base = held if isinstance(held, topk.TopK) else _compact(profile, held, refdiff.DIGEST_K)
+        return Captured(sha, False, refdiff.compare(base, digest, p.depths), pinned)
+    if theirs.is_file():
+        base = reffile.read_topk(theirs, depths=depths, rows=rows, vocab=vocab,
+                                 k=min(refdiff.DIGEST_K, vocab - 1), max_bytes=64 << 20)
+        return Captured(sha, False, refdiff.compare(base, digest, p.depths), theirs)
+    return Captured(sha, False, digest_missing=theirs)
+
+
+def _compact(profile: Profile, arr: np.ndarray, k: int) -> topk.TopK:
+    p = profile.parity
+    doc = [int(w) for w in Path(p.document).read_bytes().split()]
+    return topk.compress(arr, k, parity.next_token_ids(doc, p.depths, p.rows))
+
+
+def _reference_bytes(profile: Profile, arr: np.ndarray) -> tuple[bytes, topk.TopK]:
+    """The reference file in the profile's format (float32 logits (.npy), or their top-k form (.npz)),
+    and its digest."""
+    p = profile.parity
+    k = min(refdiff.DIGEST_K, p.vocab - 1)
     if p.reference_format == "topk":
-        from ..core import parity, topk
-        from . import reffile
-        doc = [int(w) for w in Path(p.document).read_bytes().split()]
-        return reffile.topk_bytes(topk.compress(arr, p.top_k, parity.next_token_ids(doc, p.depths, p.rows)))
+        compact = _compact(profile, arr, p.top_k)
+        return reffile.topk_bytes(compact), refdiff.truncate(compact, k)
     out = io.BytesIO()
     np.save(out, np.asarray(arr, dtype=np.float32))
-    return out.getvalue()
+    return out.getvalue(), _compact(profile, arr, k)
 
 
 def _node(profile: Profile, rt, log: Callable[[str], None]) -> tuple[Backend, bool]:
     """Where the reference build computes on this node (core.backend), and whether its logits run
     gets the GPUs, decided as a round decides it."""
-    from ..round.node import backend, gpu_facts, host_facts, open_telemetry, use_gpus
     host = host_facts(rt)
     tele = open_telemetry("host" if profile.run.gpus == "none" else "auto")
     try:
@@ -114,15 +166,10 @@ def _node(profile: Profile, rt, log: Callable[[str], None]) -> tuple[Backend, bo
 
 
 def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: bool, runtime: str,
-                   sdists: Path | None) -> str:
+                   sdists: Path | None) -> Captured:
     """Build the pinned reference source with the profile's harness (in the pinned image, or with the
     host's asserted tools), make the document from its text if the profile gives one, and capture the
     logits through the harness."""
-    from . import sources
-    from ..round.inputs import check_model
-    from ..round.plan import DOC_NAME, logits_argv
-    from ..round.node import make_runtime
-
     p = profile.parity
     model = check_model(profile)
     source = profile.reference.source or profile.source
@@ -145,7 +192,6 @@ def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: 
             if not doc.exists():
                 raise InfraError(f"no document at {doc}", "Give parity.text and parity.tokenize, or the document.")
             (inputs / DOC_NAME).write_bytes(doc.read_bytes())
-            from ..round.plan import document_problem
             bad = document_problem(doc.read_bytes(), p.vocab)
             if bad:
                 raise InfraError(f"{doc}: {bad}", "Tokenise the document with the model's own tokenizer.")
@@ -173,7 +219,6 @@ def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: 
 def _reference_build(rt, profile: Profile, snap, harness_sha: str | None, log: Callable[[str], None]):
     """The reference source's build: an image of the same build key if this node has one (a round
     of main built it, say), else a new build labelled with its key for the rounds after it."""
-    from . import buildkey
     key = buildkey.key_of(rt.recipe(profile.image), snap.record["tree_sha256"], profile.image,
                           profile.harness, harness_sha)
     built = rt.find_build("reference", key, profile.image)
@@ -190,8 +235,6 @@ def _reference_build(rt, profile: Profile, snap, harness_sha: str | None, log: C
 def _make_document(profile: Profile, rt, built, src: Path, inputs: Path, work: Path, models: dict,
                    write_profile: bool, log: Callable[[str], None]) -> None:
     """Tokenise parity.text with the model's own tokenizer (the harness, in the reference image)."""
-    from ..round.plan import fill
-    from ..runtime.base import INPUTS_ROOT, OUT_ROOT
     p = profile.parity
     text = Path(p.text)
     (inputs / "text.txt").write_bytes(text.read_bytes())
