@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup serve
+.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup serve setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -39,6 +39,12 @@ setup: $(STAMP)
 setup-test: setup
 	$(call apt_tools,tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge cmake:cmake ccache:ccache)
 
+# --runtime local builds with the host's own compiler and tools, which the llama.cpp profiles pin
+# (g++, cmake, ccache): `make llama ARGS="--runtime local"` installs them first.
+setup-local: setup
+	$(call apt_tools,g++:g++ cmake:cmake ccache:ccache)
+LOCAL := $(if $(findstring --runtime local,$(ARGS)),setup-local)
+
 demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
 
@@ -50,12 +56,12 @@ llama-setup: setup
 	$(BIN)/console images bootstrap --profile $(LLAMA)
 	@test -f profiles/llama-cpp/reference-topk.npz || $(BIN)/console reference capture --profile $(LLAMA)
 
-llama: llama-setup
+llama: llama-setup $(LOCAL)
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
 
 # The server shares the llama.cpp profile's model; its builds add llama-server, so its reference
 # is its own build's (captured once per node like the llama.cpp one).
-serve: llama-setup
+serve: llama-setup $(LOCAL)
 	@test -f profiles/llama-server/reference-topk.npz || $(BIN)/console reference capture --profile $(SERVER)
 	$(BIN)/console run --profile $(SERVER) $(ARGS)
 

@@ -42,15 +42,24 @@ class BuildError(InfraError):
 
 
 class CompilerMismatch(BuildError):
-    def __init__(self, build: str, expected: str, found: str, tool: str = "compiler"):
+    """A pinned compiler or tool is not the one the build found: in the base image (docker), or on
+    this host (``host_packages`` given: the local runtime builds with the host's own tools)."""
+    def __init__(self, build: str, expected: str, found: str, tool: str = "compiler",
+                 host_packages: tuple[str, ...] | None = None):
         self.expected, self.found, self.tool = expected, found, tool
         key = "image.compiler" if tool == "compiler" else f"image.tools ({tool})"
-        super().__init__(
-            build,
-            f"the {tool} moved: expected '{expected}', found '{found}'",
-            "Either the base image is not the pinned one (run `console images bootstrap` and check "
-            "its ID; `--force` makes it again with the profile's packages, for a base made before a "
-            f"package was added) or the pin is out of date: update {key} in the profile deliberately.")
+        if host_packages is None:
+            hint = ("Either the base image is not the pinned one (run `console images bootstrap` and check "
+                    "its ID; `--force` makes it again with the profile's packages, for a base made before a "
+                    f"package was added) or the pin is out of date: update {key} in the profile deliberately.")
+        else:
+            absent = "not runnable on this host" in found
+            hint = (f"The local runtime builds with this host's own tools, and {tool} "
+                    + ("is not installed here" if absent else "here is another version")
+                    + f": install the profile's packages on the host (`sudo apt-get install {' '.join(host_packages)}`, "
+                    "or `make setup-local`, which installs them on Debian), or, if this host's version is "
+                    f"the one you mean to pin, update {key} (or image.host) in the profile deliberately.")
+        super().__init__(build, f"the {tool} moved: expected '{expected}', found '{found}'", hint)
 
 
 class Interrupted(ConsoleError):

@@ -10,6 +10,7 @@ import pytest
 from console.engine import protocol
 from console.errors import CompilerMismatch
 from console.profile import load_profile
+from console.profile.spec import HostToolchain, Tool
 from console.runtime.local import LocalRuntime, map_paths
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -50,6 +51,20 @@ def test_wrong_compiler_pin_is_refused(hostile):
     with pytest.raises(CompilerMismatch) as e:
         rt.build("candidate", Path(profile.source.path), replace(profile.image, compiler="gcc 1.0"), lambda l: None)
     assert "expected 'gcc 1.0'" in e.value.message
+    # the hint is about this host's packages, not a base image a local round never uses
+    assert "sudo apt-get install" in e.value.hint and "images bootstrap" not in e.value.hint
+
+
+def test_a_missing_host_tool_is_named_with_what_to_install(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    absent = Tool(name="cmake", probe=("bench-console-no-such-cmake", "--version"), expect="cmake version 3.25.1")
+    image = replace(_image_of("true", host=HostToolchain(tools=(absent,))), packages=("g++", "cmake", "ccache"))
+    with pytest.raises(CompilerMismatch) as e:
+        LocalRuntime(tmp_path / "w").build("main", src, image, lambda line: None)
+    assert "not runnable on this host" in e.value.message
+    assert "cmake is not installed here" in e.value.hint
+    assert "sudo apt-get install g++ cmake ccache" in e.value.hint and "make setup-local" in e.value.hint
 
 
 def test_honest_run_parses_and_its_cpu_time_is_measured(hostile, tmp_path):
