@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.engine.adapters import ADAPTERS, parse_llama_bench
+from console.engine.adapters import ADAPTERS, WRITES_LOGITS, parse_llama_bench
+from console.profile.spec import ADAPTER_NAMES
 
 SAMPLE = (Path(__file__).parent / "data" / "llama-bench" / "pp512.jsonl").read_bytes()
 
@@ -75,6 +76,8 @@ def test_a_broken_result_line_is_refused_not_skipped():
 
 def test_every_adapter_is_selectable_by_name():
     assert set(ADAPTERS) == {"bench_result", "llama-bench"}
+    # the names a profile accepts are the readers the engine has, and each says whether it writes logits
+    assert set(ADAPTER_NAMES) == set(ADAPTERS) == set(WRITES_LOGITS)
 
 
 @settings(max_examples=300, deadline=None)

@@ -23,7 +23,6 @@ from ..core.health import HealthRules, PreflightRules
 from ..core.queue import QueueRules
 from ..core.receipt import ProfileRecord
 from ..core.rules import GateRules, Guard
-from ..engine.adapters import ADAPTERS
 from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, USER, Check, ExistingFile, Int,
                      Num, Place, Str, Strs, argv, increasing, key, loading, refuse, within)
 
@@ -34,7 +33,10 @@ def table(cls: type) -> type:
     return dataclass(frozen=True, config=TABLE)(cls)
 
 
-Adapter = Literal[tuple(sorted(ADAPTERS))]
+# The bench output formats a profile may name; the engine keys its readers by them
+# (engine.adapters.ADAPTERS), so the profile, read first, need not load the engine.
+ADAPTER_NAMES = ("bench_result", "llama-bench")
+Adapter = Literal[ADAPTER_NAMES]
 COMMON_PLACEHOLDERS = {"threads", "model"}
 BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill", "repeat"} | COMMON_PLACEHOLDERS
 PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"} | COMMON_PLACEHOLDERS
