@@ -1,66 +1,17 @@
-"""The node a round runs on: its runtime, its facts, its telemetry, whether it may use a GPU."""
+"""What a round decides about its node: whether it is fit to measure, whether the engine gets the
+GPUs, and whether its backend matches the reference's. The node's facts are telemetry's
+(``telemetry.facts``) and the runtime is made in ``runtime``."""
 from __future__ import annotations
 
-import os
-import platform
-from pathlib import Path
 from typing import Any, Callable
 
 from ..core.backend import Backend, BackendCheck, BackendError, backend_of, compare
 from ..core.health import notice_level
 from ..errors import InfraError, UsageError
-
-
-def make_runtime(kind: str, round_id: str, work: Path):
-    if kind == "docker":
-        from ..runtime.docker import DockerRuntime
-        return DockerRuntime(round_label=round_id)
-    if kind == "local":
-        from ..runtime.local import LocalRuntime
-        return LocalRuntime(work / "local")
-    raise UsageError(f"unknown runtime {kind!r}", "Use --runtime docker or --runtime local.")
-
-
-def open_telemetry(prefer: str = "auto"):
-    """A CPU-only profile asks for host telemetry only: no NVML probe, no 'no GPU' warning."""
-    from ..telemetry import open_telemetry
-    return open_telemetry(prefer)
-
-
-# The instruction-set extensions a portable x86 build of an engine may rely on (llama.cpp's
-# GGML_NATIVE=OFF baseline is AVX2/FMA/F16C; AVX-512 and VNNI change ggml's code paths).
-CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl",
-             "avx512_vnni", "avx_vnni", "amx_tile", "asimd", "sve")
-
-
-def host_facts(rt) -> dict:
-    cpu, flags = "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu == "unknown":
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith(("flags", "Features")) and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    facts = {"hostname": platform.node(), "cpu_model": cpu, "cores": os.cpu_count(), "arch": platform.machine(),
-             "cpu_flags": [f for f in CPU_FLAGS if f in flags],
-             "kernel": platform.release(), "python": platform.python_version()}
-    if rt is not None:          # None: a capture that runs no build
-        facts.update(rt.host_facts())
-    if os.environ.get("SLURM_JOB_ID"):      # a queue's batch job: which job, on which node
-        facts["slurm"] = {"job_id": os.environ["SLURM_JOB_ID"], "node": os.environ.get("SLURMD_NODENAME", ""),
-                          "partition": os.environ.get("SLURM_JOB_PARTITION", "")}
-    return facts
-
-
-def gpu_facts(tele) -> dict:
-    """The GPUs telemetry watches and, when there are any, the driver's version: with the CPU
-    facts, what the node's fingerprint (``core.fingerprint``) is made of."""
-    gpus = tele.gpus() if hasattr(tele, "gpus") else []
-    driver = getattr(tele, "driver_version", None)
-    version = driver() if gpus and callable(driver) else None
-    return {"gpus": gpus, **({"gpu_driver": version} if version else {})}
+# where the reference capture (round.reference) takes them from
+from ..runtime import make_runtime  # noqa: F401
+from ..telemetry import open_telemetry  # noqa: F401
+from ..telemetry.facts import gpu_facts, host_facts  # noqa: F401
 
 
 def refuse_unfit(preflight: dict[str, Any], notice: Callable[[str, str, str], None]) -> None:

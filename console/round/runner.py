@@ -25,7 +25,10 @@ from ..engine.adapters import WRITES_LOGITS
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal, lockfile, store
 from ..clock import utc_now
+from ..runtime import make_runtime
 from ..runtime.base import BuildResult
+from ..telemetry import open_telemetry
+from ..telemetry.facts import gpu_facts, host_facts
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
@@ -34,7 +37,7 @@ from . import served_grade
 from .adjudicate import settle
 from .builds import Builder
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
-from .node import backend, check_backend, gpu_facts, host_facts, make_runtime, open_telemetry, refuse_unfit, use_gpus
+from .node import backend, check_backend, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
 from .reps import Bench
 from .speed import Speed
