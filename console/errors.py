@@ -6,7 +6,7 @@ import enum
 
 class ExitCode(enum.IntEnum):
     """The console's exit codes (documented in the README)."""
-    OK = 0              # round complete: accepted, none or undecided (core/verdict.py EXIT_CODES)
+    OK = 0              # round complete: accepted, none or undecided (core/verdict.py Outcome)
     REJECTED = 1        # parity failure, refused claim, guard breach, protected path touched; slower
     USAGE = 2           # bad command line or profile
     INFRA = 3           # Docker missing, build failed, node fault: retry, never a regression

@@ -122,7 +122,7 @@ def test_every_command_the_readme_shows_answers_help(words, options):
 # --- what --help says the outcomes are ----------------------------------------------------------
 
 def test_help_states_every_outcome_and_its_exit_code():
-    from console.core.verdict import EXIT_CODES
+    from console.core.verdict import Outcome
     from console.errors import ExitCode
     parser = build_parser()
     text = " ".join(f"{parser.description} {parser.epilog}".split())
@@ -132,7 +132,7 @@ def test_help_states_every_outcome_and_its_exit_code():
     epilog = parser.epilog
     for code in (0, 1, 3):
         said = re.search(rf"(?:^|; |: ){code} ([^;]*)", epilog).group(1)
-        for outcome in (o for o, c in EXIT_CODES.items() if c == code and o in ("accepted", "none", "undecided",
+        for outcome in (o for o in Outcome if o.exit_code == code and o in ("accepted", "none", "undecided",
                                                                                  "rejected", "slower", "infra")):
             assert outcome in said, (code, outcome, said)
     assert all(f"{int(c)} " in epilog for c in ExitCode)

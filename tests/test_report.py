@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from console.core import gate
-from console.core.verdict import EXIT_CODES, stage_of
+from console.core.verdict import OUTCOMES, stage_of
 from console.reports.text import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
 
 from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
@@ -19,7 +19,7 @@ def _round(make):
 
 
 def test_there_is_a_headline_for_exactly_the_gates_outcomes():
-    assert set(HEADLINES) == set(EXIT_CODES) == set(OUTCOME_RECEIPTS)
+    assert set(HEADLINES) == set(OUTCOMES) == set(OUTCOME_RECEIPTS)
 
 
 @pytest.mark.parametrize("outcome", sorted(OUTCOME_RECEIPTS))

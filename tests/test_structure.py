@@ -37,7 +37,7 @@ def _defined(name: str) -> list[str]:
 def test_each_rule_and_shared_helper_is_defined_once():
     for name in ("counted", "counts", "summarize", "grade_depths", "parity_ok", "path_ok", "decide", "band",
                  "log_ratios", "pairs_of", "lower_bound", "linear_bound", "experiment", "pair_noise",
-                 "depth_status", "worst_depth", "utc_now", "LOG_TAIL_LINES", "EXIT_CODES", "EXCLUDED",
+                 "depth_status", "worst_depth", "utc_now", "LOG_TAIL_LINES", "Outcome", "EXCLUDED",
                  "RepKey", "paired_ratios", "median", "rules_from_dict"):
         assert len(_defined(name)) == 1, (name, _defined(name))
 

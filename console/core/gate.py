@@ -45,7 +45,7 @@ from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
 from console.core.sequential import band  # noqa: F401 - one definition, re-exported
-from console.core.verdict import BANDS, EXIT_CODES, OUTCOMES, Caveat, Reason, Speed, Verdict  # noqa: F401
+from console.core.verdict import BANDS, OUTCOMES, Caveat, Outcome, Reason, Speed, Verdict  # noqa: F401
 from console.core.verdict import num as _num, pct as _pct, reason, warning
 
 

@@ -129,27 +129,28 @@ def conflicts(candidates: Iterable[Candidate]) -> dict[int, tuple[int, ...]]:
 # --- after a round -----------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Outcome:
+class Disposition:
+    """What becomes of a candidate after a round: its next state, and why."""
     state: State
     reason: str
 
 
-def after_round(outcome: str, tier: str | None, parity_passed: bool, message: str = "") -> Outcome:
+def after_round(outcome: str, tier: str | None, parity_passed: bool, message: str = "") -> Disposition:
     """What a sealed (or failed) round makes of its candidate.
 
     ``outcome`` is the verdict's outcome, or ``infra`` / ``interrupted`` when no verdict was
     sealed (a build failure on the node, a killed job, a sick node)."""
     if outcome in ("infra", "interrupted"):
-        return Outcome(State.QUEUED, f"requeued after {outcome}: {message}" if message else f"requeued after {outcome}")
+        return Disposition(State.QUEUED, f"requeued after {outcome}: {message}" if message else f"requeued after {outcome}")
     if outcome == "accepted" and tier and parity_passed:
-        return Outcome(State.MERGEABLE, f"accepted, tier {tier.upper()}")
+        return Disposition(State.MERGEABLE, f"accepted, tier {tier.upper()}")
     if outcome == "held":
-        return Outcome(State.REVIEW, f"held for review: {message}" if message else "held for review")
+        return Disposition(State.REVIEW, f"held for review: {message}" if message else "held for review")
     why = {"accepted": "accepted without a tier", "none": "no gain or regression worth a tier", "undecided": "undecided",
            "slower": "slower than main", "rejected": "rejected"}.get(outcome, outcome)
     if not parity_passed and outcome != "rejected":
         why += "; parity did not pass"
-    return Outcome(State.NOT_MERGEABLE, why + (f": {message}" if message else ""))
+    return Disposition(State.NOT_MERGEABLE, why + (f": {message}" if message else ""))
 
 
 def rebased(candidates: Sequence[Candidate], merged_id: int) -> list[int]:

@@ -5,15 +5,37 @@
 """
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-# Every outcome the gate can produce, with its exit code. Viewers must handle each one.
-EXIT_CODES = {"accepted": 0, "none": 0, "undecided": 0, "noise": 0, "rejected": 1, "slower": 1, "infra": 3,
-              "implausible": 4, "uncheckable": 4}
-# "slower" exits 1 unless the profile records it without rejecting (gate.slower = "record").
-OUTCOMES = tuple(EXIT_CODES)
+
+class Outcome(enum.StrEnum):
+    """Every outcome the gate can produce, with its exit code (console.errors.ExitCode gives the
+    same numbers to the edge). Viewers must handle each one. A str, so receipts keep the word."""
+    ACCEPTED = "accepted", 0
+    NONE = "none", 0
+    UNDECIDED = "undecided", 0
+    NOISE = "noise", 0
+    REJECTED = "rejected", 1
+    SLOWER = "slower", 1        # 0 when the profile records it without rejecting (gate.slower = "record")
+    INFRA = "infra", 3
+    IMPLAUSIBLE = "implausible", 4
+    UNCHECKABLE = "uncheckable", 4
+
+    def __new__(cls, word: str, exit_code: int) -> "Outcome":
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member._exit_code = exit_code
+        return member
+
+    @property
+    def exit_code(self) -> int:
+        return self._exit_code
+
+
+OUTCOMES = tuple(o.value for o in Outcome)
 BANDS = ("xs", "s", "m", "l", "xl")
 
 # The gate stage each reason code comes from (the reports group reasons by it).
@@ -148,7 +170,7 @@ class Speed:
 
 @dataclass
 class Verdict:
-    outcome: str                                  # one of OUTCOMES
+    outcome: Outcome                              # a word of OUTCOMES becomes its Outcome
     tier: str | None = None                       # only when accepted
     would_be_tier: str | None = None              # implausible: the tier it would have had
     reasons: list[Reason] = field(default_factory=list)
@@ -162,14 +184,15 @@ class Verdict:
     slower_rejects: bool = True                   # gate.slower: does "slower" exit 1?
 
     def __post_init__(self) -> None:
-        if self.outcome not in EXIT_CODES:
+        if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}")
+        self.outcome = Outcome(self.outcome)
 
     @property
     def exit_code(self) -> int:
-        if self.outcome == "slower" and not self.slower_rejects:
+        if self.outcome is Outcome.SLOWER and not self.slower_rejects:
             return 0
-        return EXIT_CODES[self.outcome]
+        return self.outcome.exit_code
 
     @property
     def tier_label(self) -> str | None:
@@ -199,7 +222,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe({
-            "outcome": self.outcome, "tier": self.tier, "tier_span": self.tier_span,
+            "outcome": self.outcome.value, "tier": self.tier, "tier_span": self.tier_span,
             "would_be_tier": self.would_be_tier, "exit_code": self.exit_code, "reasons": [r.to_dict() for r in self.reasons],
             "warnings": [w.to_dict() for w in self.warnings], "parity": self.parity,
             "speed": self.speed_dict(),

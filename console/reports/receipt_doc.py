@@ -45,6 +45,8 @@ def _json_type(t: typing.Any) -> str:
     names = {str: "string", int: "integer", float: "number", bool: "boolean", typing.Any: "any"}
     if t in names:
         return names[t]
+    if isinstance(t, type) and issubclass(t, str):     # a str enum (Outcome) is written as its word
+        return "string"
     return getattr(t, "__name__", str(t))
 
 
@@ -65,7 +67,7 @@ def tables() -> str:
         lines += [f"**`{where}`** ({cls.__name__})", "", "| key | JSON |", "|---|---|"]
         lines += [f"| `{k}` | {t.replace('|', '&#124;')} |" for k, t in _keys(cls)]
         lines.append("")
-    lines += [f"Outcomes: {', '.join(f'`{o}` (exit {c})' for o, c in V.EXIT_CODES.items())}. "
+    lines += [f"Outcomes: {', '.join(f'`{o}` (exit {o.exit_code})' for o in V.Outcome)}. "
               f"Rep statuses: {', '.join(f'`{s}`' for s in R.REP_STATUSES)}; "
               f"left out of statistics: {', '.join(f'`{s}`' for s in R.EXCLUDED)}.", "", END]
     return "\n".join(lines)

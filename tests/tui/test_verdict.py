@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 
-from console.core.gate import EXIT_CODES
+from console.core.verdict import OUTCOMES, Outcome
 from console.tui.widgets.bigtext import BigText
 from console.tui.widgets.verdict import BANNER, UNKNOWN, VerdictPanel, banner_label
 from core.receipts import OUTCOME_RECEIPTS, default_rules
@@ -16,8 +16,8 @@ RECEIPTS = OUTCOME_RECEIPTS
 
 
 def test_banner_covers_exactly_the_gates_outcomes():
-    assert set(BANNER) == set(EXIT_CODES)
-    for outcome in EXIT_CODES:
+    assert set(BANNER) == set(OUTCOMES)
+    for outcome in OUTCOMES:
         label, cls = banner_label({"outcome": outcome, "tier": "m"})
         assert label and not label.startswith("?") and cls != UNKNOWN
         assert f"VerdictPanel.{cls} BigText" in VerdictPanel.DEFAULT_CSS  # styled, not default
@@ -34,7 +34,7 @@ def test_words_the_gate_never_says_are_shown_as_unknown(word):
 
 
 def test_every_outcome_has_a_real_receipt():
-    assert set(RECEIPTS) == set(EXIT_CODES)
+    assert set(RECEIPTS) == set(OUTCOMES)
     for outcome, make in RECEIPTS.items():
         assert gate_verdict(make(), RULES)["outcome"] == outcome
 
@@ -59,7 +59,7 @@ async def test_banner_renders_each_verdict_of_the_gate():
             assert panel.label == app.query_one(BigText).text == label
             assert panel.classes & classes == {cls}  # the previous outcome's class is gone
             assert f"outcome {outcome}" in panel.text_plain
-            assert f"exit {EXIT_CODES[outcome]}" in panel.text_plain
+            assert f"exit {Outcome(outcome).exit_code}" in panel.text_plain
             for item in verdict["reasons"] + verdict["warnings"]:
                 assert item["message"] in panel.text_plain
             speed = verdict["speed"]

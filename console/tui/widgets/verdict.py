@@ -8,10 +8,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from ...core.gate import EXIT_CODES
+from ...core.verdict import OUTCOMES
 from .bigtext import BigText
 
-# The gate's outcomes (the keys of EXIT_CODES) and nothing else: word and style class.
+# The gate's outcomes (OUTCOMES) and nothing else: word and style class.
 # An accepted round's word is completed by its tier. A noise round measures the node's
 # noise floor; it is neither a pass nor a failure, so it has a class of its own.
 BANNER: dict[str, tuple[str, str]] = {
@@ -32,7 +32,7 @@ _CLASSES = {cls for _, cls in BANNER.values()} | {UNKNOWN}
 def banner_label(verdict: dict[str, Any]) -> tuple[str, str]:
     """The word to show and its style class, for the outcome the gate returned."""
     outcome = str(verdict.get("outcome") or "")
-    if outcome not in EXIT_CODES or outcome not in BANNER:
+    if outcome not in OUTCOMES or outcome not in BANNER:
         # Not something the gate says: shown as it came, never dressed as a pass.
         return f"? {outcome.upper().replace('_', ' ')}".rstrip(), UNKNOWN
     word, cls = BANNER[outcome]
