@@ -1,5 +1,5 @@
 """A sweep's page: each build's throughput against its latency over the load levels, with the
-intervals, and a table of every level (`console sweep` writes it beside the sweep document).
+intervals, and a table of every level (written beside the sweep document once the sweep ends: ``reports.exporters``).
 
 It renders only what the sweep measured (``core.sweep`` figures); like the round report it is one
 self-contained file, SVG inline, no script.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..results.store import atomic_write
 from .html import COLOURS, CSS, PAGE, RC, _figure, _svg, esc
 
 # (x figure, its label) for each panel: throughput against the latency a user waits for
@@ -21,9 +22,7 @@ ROWS = (("output_throughput", "output tok/s", ".1f"), ("request_throughput", "re
 
 
 def write_sweep_html(doc: Mapping[str, Any], path: Path) -> Path:
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_sweep(doc))
-    tmp.replace(path)
+    atomic_write(path, render_sweep(doc).encode("utf-8"))
     return path
 
 
