@@ -36,13 +36,6 @@ def _results_dir(profile: Profile, args) -> Path:
     return _out_dir(args.out) if args.out else _default_out(profile).resolve()
 
 
-def _lock_for(profile: Profile, out: Path, given: Path | None) -> Path:
-    """The lock a round reads and raises: --lock, else OUT/reference.lock, seeded from the
-    profile's committed template (<profile dir>/<name>/reference.lock) or made unmeasured."""
-    from .results import lockfile
-    return lockfile.ensure(given or out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
-
-
 def _interactive(args) -> bool:
     return not getattr(args, "headless", False) and sys.stdin.isatty() and sys.stdout.isatty()
 
@@ -61,11 +54,12 @@ def drive(rnd, args) -> int:
 
 
 def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None, bundle=None):
+    from .results import lockfile
     from .round import Round, RoundConfig
     out = _results_dir(profile, args)
     cfg = RoundConfig(profile=profile, main=main, candidate=candidate, out_dir=out, runtime=args.runtime,
-                      kind=kind, reps=args.reps, lock_path=_lock_for(profile, out, args.lock), resume=resume,
-                      keep_work=args.keep_work, fresh=getattr(args, "fresh", False),
+                      kind=kind, reps=args.reps, lock_path=lockfile.lock_for(profile, out, args.lock),
+                      resume=resume, keep_work=args.keep_work, fresh=getattr(args, "fresh", False),
                       rebuild=getattr(args, "rebuild", False), bundle=bundle)
     return Round(cfg)
 

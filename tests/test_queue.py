@@ -225,3 +225,11 @@ def test_a_candidate_an_earlier_round_decided_is_recorded_as_decided_not_requeue
     assert done.state is State.NOT_MERGEABLE and done.code == 1 and "slower than main" in done.reason
     assert said and said[0].startswith("#7: ")
     assert done.fields["receipt_id"] == rid
+
+
+def test_the_worker_takes_parity_from_the_gates_stages():
+    # one definition of which reason codes are parity's (core.verdict): an accuracy refusal is one
+    from console.queueing.worker import _parity_passed
+    assert _parity_passed({"reasons": [{"code": "claim-unsupported"}, {"code": "guard-rss"}]})
+    for code in ("parity-kl", "scored-path-kl", "timed-path-kl", "accuracy-score"):
+        assert not _parity_passed({"reasons": [{"code": code}]}), code

@@ -19,6 +19,7 @@ from ..results import store
 from ..core import apparatus
 from ..core import queue as policy
 from ..core.queue import State
+from ..core.verdict import stage_of
 from ..errors import ConsoleError, ExitCode
 from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
 from ..profile import Profile, ProfileError, load_profile
@@ -259,9 +260,8 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
         from .jobs import remove_containers_of_ended_jobs
         for line in remove_containers_of_ended_jobs(connect(), os.environ["SLURM_JOB_ID"]):
             say(f"#{row.id}: {line}")
-    lock = lockfile.ensure(out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
     rnd = Round(RoundConfig(profile=profile, main=profile.source, candidate=cand, out_dir=out,
-                            runtime=opts.runtime, reps=opts.reps, lock_path=lock))
+                            runtime=opts.runtime, reps=opts.reps, lock_path=lockfile.lock_for(profile, out)))
     lines = LineReporter(verbose=opts.verbose)
     ended: list[ev.RoundEnded] = []
 
@@ -284,9 +284,7 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
         then = policy.after_round(kind, None, False, message)
         return Finished(then.state, then.reason, code)
     verdict = rnd.receipt["verdict"]
-    codes = [r.get("code", "") for r in verdict.get("reasons") or []]
-    parity_passed = not any(c.startswith(("parity", "scored-path", "timed-path")) for c in codes)
-    then = policy.after_round(verdict["outcome"], verdict.get("tier"), parity_passed)
+    then = policy.after_round(verdict["outcome"], verdict.get("tier"), _parity_passed(verdict))
     rid = Path(rnd.receipt_path).stem
     host = rnd.receipt.get("host", {})
     node = (host.get("slurm") or {}).get("node") or host.get("hostname")
@@ -299,14 +297,17 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
                     detail={"receipt": rid, "results": str(out)})
 
 
+def _parity_passed(verdict: dict[str, Any]) -> bool:
+    """No reason of the verdict comes from the gate's parity stage (``core.verdict.stage_of``)."""
+    return not any(stage_of(str(r.get("code", ""))) == "parity" for r in verdict.get("reasons") or [])
+
+
 def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[str], None]) -> Finished:
     """Earlier rounds of this very candidate against this main already decided it: the queue
     records that decision (nothing new was measured) instead of booking the candidate again."""
     rid, _round_id, outcome, code = rnd.decided_by
     verdict = (store.ledger_receipts(out).get(rid) or {}).get("verdict") or {}
-    codes = [r.get("code", "") for r in verdict.get("reasons") or []]
-    parity_passed = not any(c.startswith(("parity", "scored-path", "timed-path")) for c in codes)
-    then = policy.after_round(outcome, verdict.get("tier"), parity_passed)
+    then = policy.after_round(outcome, verdict.get("tier"), _parity_passed(verdict))
     say(f"#{row.id}: {then.state.value}: {message}")
     return Finished(then.state, f"{then.reason} ({message.split(':', 1)[0]})", int(code),
                     fields={"receipt_id": rid, "results": str(out)}, detail={"receipt": rid, "results": str(out)})
@@ -315,22 +316,21 @@ def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[
 def remove_images(receipt: dict[str, Any]) -> list[str]:
     """Remove the candidate images a sealed round used (their IDs stay in its receipt); never a base,
     and never main's: the next candidate against the same main reuses it by its build key."""
-    from ..runtime.docker import connect
-    client = connect()
+    from ..runtime.docker import connect, remove_images as remove
     said: list[str] = []
     seen: set[str] = set()
+    doomed: dict[str, str] = {}         # image -> the build it was
     for build, b in (receipt.get("builds") or {}).items():
         image = b.get("image_id") or ""
         if not image.startswith("sha256:") or image in seen or image == b.get("base_image_id"):
             continue
+        seen.add(image)
         if build == "main" or image == (receipt["builds"].get("main") or {}).get("image_id"):
             said.append(f"kept main's image {image[:19]}: the next round of this main reuses it")
-            seen.add(image)
             continue
-        seen.add(image)
-        try:
-            client.images.remove(image, force=True)
-            said.append(f"removed image {image[:19]} ({build}; its ID stays in the receipt)")
-        except Exception as e:      # already gone, or in use by another round: keep it, say so
-            said.append(f"kept image {image[:19]} ({build}): {e}")
+        doomed[image] = build
+    kept = remove(connect(), list(doomed)) if doomed else {}
+    for image, build in doomed.items():     # already gone, or in use by another round: kept, and said
+        said.append(f"kept image {image[:19]} ({build}): {kept[image]}" if image in kept
+                    else f"removed image {image[:19]} ({build}; its ID stays in the receipt)")
     return said

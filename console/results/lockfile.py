@@ -128,6 +128,12 @@ def ensure(path: Path, profile: Profile, template: Path | None = None) -> Path:
     return path
 
 
+def lock_for(profile: Profile, out: Path, given: Path | None = None) -> Path:
+    """The lock a round reads and raises: ``given`` (--lock), else OUT/reference.lock, seeded from the
+    profile's committed template (<profile dir>/<name>/reference.lock) or made unmeasured."""
+    return ensure(given or out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
+
+
 def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path | None = None) -> dict:
     """The pins a round on ``node`` is judged against (0 = not measured), and the pins of other
     nodes it passed over (``core.lock.node_pins``).

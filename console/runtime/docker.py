@@ -55,16 +55,23 @@ def connect():
 def remove_engine_images(client, keep_key: str = "", on_kept=lambda image_id, why: None) -> int:
     """Remove the engine images the console built on this node (never a base), except those of
     build key ``keep_key``; a removal the daemon refuses is said through ``on_kept``. The count removed."""
-    gone = 0
-    for img in client.images.list(filters={"label": f"{LABEL}.build"}):
-        if keep_key and (img.labels or {}).get(f"{LABEL}.key") == keep_key:
-            continue
+    doomed = [img.id for img in client.images.list(filters={"label": f"{LABEL}.build"})
+              if not (keep_key and (img.labels or {}).get(f"{LABEL}.key") == keep_key)]
+    kept = remove_images(client, doomed)
+    for image_id, why in kept.items():
+        on_kept(image_id, why)
+    return len(doomed) - len(kept)
+
+
+def remove_images(client, image_ids: list[str]) -> dict[str, str]:
+    """Remove each image (forced); those the daemon kept, with why (in use by a live round, already gone)."""
+    kept: dict[str, str] = {}
+    for image_id in image_ids:
         try:
-            client.images.remove(img.id, force=True)
-            gone += 1
+            client.images.remove(image_id, force=True)
         except Exception as e:
-            on_kept(img.id, _short(e))
-    return gone
+            kept[image_id] = _short(e)
+    return kept
 
 
 def _short(e: Exception) -> str:
