@@ -41,15 +41,21 @@ def _interactive(args) -> bool:
 
 
 def drive(rnd, args) -> int:
-    """Run a round under the TUI or the headless reporter; both only render events."""
+    """Run a round under the TUI or the headless reporter; both only render events. Once the round
+    has written its record, the files made from it (``reports.exporters``) are written and said."""
+    from .reports.exporters import export_notice
     from .reports.text import JsonLinesReporter, LineReporter
 
     if _interactive(args):
         from .tui.app import run_tui
         code = run_tui(rnd)
+        if rnd.receipt is not None:         # the screen is gone: the terminal says it
+            LineReporter()(export_notice(rnd.receipt, rnd.cfg.out_dir))
         return rnd.exit_code if code is None else code
     sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
     follow(rnd, sink)
+    if rnd.receipt is not None:
+        sink(export_notice(rnd.receipt, rnd.cfg.out_dir))
     return int(rnd.exit_code)
 
 

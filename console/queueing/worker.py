@@ -246,6 +246,7 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
     from .. import events as ev
     from ..results import lockfile
     from ..round.follow import follow
+    from ..reports.exporters import export_notice
     from ..reports.text import LineReporter
     from ..round import Round, RoundConfig
 
@@ -271,6 +272,8 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
             ended.append(e)
 
     follow(rnd, sink)
+    if rnd.receipt is not None:         # its reports, from the sealed receipt, as `console run` writes them
+        lines(export_notice(rnd.receipt, out))
     # the round's first line is the diagnosis; its hints are for a person at a terminal
     message = ((ended[-1].message if ended else "") or "").split("\n", 1)[0]
     if rnd.decided_by is not None and rnd.receipt is None:

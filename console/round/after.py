@@ -1,4 +1,5 @@
-"""After the verdict: seal the receipt into the ledger, write the reports, raise the lock's pins."""
+"""After the verdict: seal the receipt into the ledger, raise the lock's pins. The reports are
+written by whoever drove the round, from the sealed receipt (``reports.exporters``)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ from typing import Callable
 from ..results import lockfile, store
 from ..core.receipt import Receipt
 from ..profile import Profile
-from ..reports.text import write_reports
 
 Notice = Callable[[str, str, str], None]
 
@@ -28,7 +28,6 @@ def seal(out: Path, receipt: Receipt, notice: Notice) -> Sealed:
     data = path.read_bytes()
     store.atomic_write(out / "receipt.json", data)
     sealed = Sealed(rid, path, json.loads(data))
-    write_reports(out, sealed.document, sealed.document["verdict"])
     notice("info", "sealed", f"receipt {rid[:12]} sealed into {out / 'ledger.jsonl'}")
     return sealed
 

@@ -100,3 +100,28 @@ def test_a_builds_result_has_vllms_field_names_pooled_over_its_counted_blocks():
     assert doc["request_goodput"] == 0.0        # every TTFT (200 ms) misses the 150 ms target
     assert vllm_result(_serving_receipt(), "main")["request_goodput"] == pytest.approx(16 / 8.0)
     assert doc["bench_console"]["receipt_id"] == "abc" and doc["bench_console"]["blocks"] == 8
+
+
+def test_the_exporters_write_a_receipts_reports_and_a_sweeps_page_and_say_so(tmp_path, monkeypatch):
+    # what `console run` / `console sweep` and the queue's worker leave beside a finished round's record
+    from console.core import gate
+    from console.core.rules import GateRules
+    from console.reports.exporters import export, export_notice
+    from console.reports.text import junit_xml, markdown_summary
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    r = make_receipt()
+    r["verdict"] = gate.decide(r, GateRules()).to_dict()
+    assert export(r, tmp_path) == [tmp_path / "junit.xml", tmp_path / "summary.md"]
+    assert (tmp_path / "junit.xml").read_text() == junit_xml(r, r["verdict"])
+    assert (tmp_path / "summary.md").read_text() == markdown_summary(r, r["verdict"])
+    sweep = {"kind": "sweep", "round_id": "r1", "levels": [], "slo_ms": {}, "server_slots": 1,
+             "receipt": {"profile": {"name": "p"}}, "refused": []}
+    page = tmp_path / "sweeps" / "r1.html"
+    said = export_notice(sweep, tmp_path)
+    assert said.level == "info" and str(page) in said.message and "junit" not in said.message
+    assert page.read_text() == render_sweep(sweep)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sweeps").write_text("a file where the folder goes")     # a failed write is said, not raised
+    said = export_notice(sweep, other)
+    assert said.level == "error" and "reports were not written" in said.message
