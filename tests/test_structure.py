@@ -54,13 +54,13 @@ def test_the_profile_key_reference_is_generated_from_the_declarations():
         "docs/PROFILES.md is out of date: run `python -m console.profile.doc`"
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """console's modules and the console modules each imports (at any depth of the file, so a
     deferred import inside a function counts: it is a dependency all the same)."""
     import ast
     mods = {}
-    for path in (ROOT / "console").rglob("*.py"):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for path in (root / "console").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         mods[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
     graph: dict[str, set[str]] = {}
@@ -111,6 +111,67 @@ def test_no_module_imports_itself_through_others():
 def test_the_cycle_finder_finds_one():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+# The layers (shared/DESIGN.md): cli -> commands -> (round, queueing, reports) -> (engine, serving,
+# runtime, telemetry, results, profile) -> core. A package imports only lower bands, or a peer in the
+# bottom two bands (they share vocabulary); peers above that talk through the layer over them.
+BANDS = {"core": 0, "errors": 0, "paths": 0, "events": 0, "clock": 0,
+         "profile": 1, "results": 1, "telemetry": 1, "serving": 1,
+         "runtime": 2, "engine": 3, "round": 4, "reports": 4, "queueing": 5, "tui": 6, "commands": 7, "cli": 8}
+# Imports against the layers that stand for now: (importing module, imported package) -> why, and who
+# removes the entry. Empty is the goal.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _package(module: str) -> str:
+    """``console.round.after`` -> ``round``; a top-level module is its own package."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _against_the_layers(graph: dict[str, set[str]], allowed=ALLOWED) -> list[str]:
+    """Every import from a lower band to a higher one, or sideways between peers of band 2 and up."""
+    found = []
+    for m, deps in sorted(graph.items()):
+        a = _package(m)
+        for d in sorted(deps):
+            b = _package(d)
+            if a == b or a not in BANDS or b not in BANDS or (m, b) in allowed:
+                continue
+            if BANDS[a] < BANDS[b] or (BANDS[a] == BANDS[b] >= 2):
+                found.append(f"{m} -> {d} ({a}, band {BANDS[a]} -> {b}, band {BANDS[b]})")
+    return found
+
+
+def test_every_package_has_a_band():
+    # a folder of modules is a package with or without an __init__.py (console/results has none)
+    packages = {p.stem for p in (ROOT / "console").iterdir() if p.suffix == ".py" or any(p.glob("*.py"))}
+    assert packages - {"__init__"} == set(BANDS), "give each new package its layer in BANDS"
+
+
+def test_imports_point_down_the_layers():
+    found = _against_the_layers(_import_graph())
+    assert not found, "move the shared piece down a layer, or pass it in from above:\n" + "\n".join(found)
+
+
+def test_the_layer_check_finds_an_upward_or_sideways_import():
+    graph = {"console.runtime.base": {"console.engine.protocol"},           # up: runtime 2 -> engine 3
+             "console.round.after": {"console.reports.text"},               # sideways at band 4
+             "console.results.store": {"console.profile", "console.clock"},  # sideways at band 1: allowed
+             "console.engine.sources": {"console.paths", "console.runtime.base"}}     # down
+    assert [f.split(" (")[0] for f in _against_the_layers(graph)] == [
+        "console.round.after -> console.reports.text", "console.runtime.base -> console.engine.protocol"]
+    assert len(_against_the_layers(graph, {("console.round.after", "reports"): "why"})) == 1
+
+
+def test_the_layer_check_reads_an_import_inside_a_function(tmp_path):
+    for rel, text in {"console/__init__.py": "", "console/core/__init__.py": "", "console/tui/__init__.py": "",
+                      "console/tui/app.py": "",
+                      "console/core/pure.py": "def f():\n    from ..tui import app\n    return app\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert [f.split(" (")[0] for f in _against_the_layers(_import_graph(tmp_path))] == [
+        "console.core.pure -> console.tui.app"]
 
 
 def test_the_top_level_holds_only_the_entry_points_and_shared_vocabulary():
