@@ -13,7 +13,8 @@ rather than keeping its own copy:
 
 Order: apparatus → parity → claims → guards → the sequential decision (and its tier) →
 plausibility. Each stage can end the decision; later stages never soften an earlier one.
-Schema-1 receipts reach the same stages and are then judged by ``legacy``.
+Each receipt is decided under the rules it was sealed under (``Ruleset``, at the end): schema-1
+receipts reach the same stages and are then judged by ``legacy``.
 
 Who is blamed for what:
 
@@ -448,8 +449,7 @@ def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
         # the console's own client timed every token: there is no engine claim to check
         differential = {"checked": False, "why": "measured by the console's load client"}
     else:
-        differential = (_legacy_differential(valid, problems, rules) if r.legacy
-                        else _differential(valid, problems, rules))
+        differential = ruleset(r).differential(valid, problems, rules)
     return Counted(valid, problems, warnings, differential)
 
 
@@ -503,7 +503,8 @@ def _status_problems(rep: Rep) -> list[tuple[str, str]]:
 # --- guards -------------------------------------------------------------------------
 
 def _check_guards(c: Counted, lock: Pins, rules: GateRules,
-                  reasons: list, warnings: list, infra: list, legacy_rules: bool = False) -> dict[str, Any]:
+                  reasons: list, warnings: list, infra: list,
+                  judge: Callable[..., Reason | Caveat | None]) -> dict[str, Any]:
     out = {}
     for g in rules.guards:
         pinned = float(lock.guards.get(g.name) or 0.0)
@@ -526,21 +527,8 @@ def _check_guards(c: Counted, lock: Pins, rules: GateRules,
             infra.append(reason("guard-no-reps", f"guard {g.name}: no valid candidate reps to compare "
                                                  f"with its floor {_num(floor)}", build="candidate"))
             continue
-        med = row["candidate_median"]
-        if legacy_rules:        # schema 1: the median against the allowed minimum
-            if med < row["min_allowed"]:
-                reasons.append(reason("guard-breach",
-                                      f"guard {g.name} (depth {g.depth}): median {_num(med)} is "
-                                      f"{_pct(med / floor - 1)} against its floor {_num(floor)}; at most "
-                                      f"{g.max_drop:.1%} below ({_num(row['min_allowed'])}) is allowed",
-                                      figure=f"guard:{g.name}", bar=row["min_allowed"], value=med))
-        elif (breach := _guard_breach(c, g, floor, source, rules, row)) is not None:
-            reasons.append(breach)
-        elif row.get("lower") is not None and row["lower"] < row["min_allowed"]:
-            warnings.append(warning("guard-uncertain", f"guard {g.name} (depth {g.depth}): {_pct(med / floor - 1)} "
-                                    f"[{_pct(row['lower'] / floor - 1)}, {_pct(row['upper'] / floor - 1)}] against "
-                                    f"its floor ({source}); the interval reaches below the {_pct(-g.max_drop)} "
-                                    "allowed, so a breach is possible but not decided: not rejected"))
+        if (found := judge(c, g, floor, source, rules, row)) is not None:
+            (reasons if isinstance(found, Reason) else warnings).append(found)
         if source == "lock" and main_med is not None and main_med > floor * (1 + rules.significance):
             warnings.append(warning("guard-floor-stale",
                                     f"guard {g.name}: main measures {_pct(row['main_median'] / floor - 1)} above "
@@ -574,6 +562,32 @@ def _check_latency(c: Counted, rules: GateRules, guards: dict[str, Any], reasons
         elif row["status"] == "unmeasured":
             warnings.append(warning("latency-unmeasured", f"latency guard {metric}: fewer than 2 pairs with "
                                                           "the figure on both sides; not enforced"))
+
+
+def _guard_median(c: Counted, g: Any, floor: float, source: str, rules: GateRules,
+                  row: dict[str, Any]) -> Reason | None:
+    """Schema 1: the candidate's median against the allowed minimum."""
+    med = row["candidate_median"]
+    if med >= row["min_allowed"]:
+        return None
+    return reason("guard-breach", f"guard {g.name} (depth {g.depth}): median {_num(med)} is {_pct(med / floor - 1)} "
+                                  f"against its floor {_num(floor)}; at most {g.max_drop:.1%} below "
+                                  f"({_num(row['min_allowed'])}) is allowed",
+                  figure=f"guard:{g.name}", bar=row["min_allowed"], value=med)
+
+
+def _guard_bound(c: Counted, g: Any, floor: float, source: str, rules: GateRules,
+                 row: dict[str, Any]) -> Reason | Caveat | None:
+    """A breach decided by the interval, or a warning while the interval still reaches below."""
+    if (breach := _guard_breach(c, g, floor, source, rules, row)) is not None:
+        return breach
+    if row.get("lower") is None or row["lower"] >= row["min_allowed"]:
+        return None
+    med = row["candidate_median"]
+    return warning("guard-uncertain", f"guard {g.name} (depth {g.depth}): {_pct(med / floor - 1)} "
+                                      f"[{_pct(row['lower'] / floor - 1)}, {_pct(row['upper'] / floor - 1)}] against "
+                                      f"its floor ({source}); the interval reaches below the {_pct(-g.max_drop)} "
+                                      "allowed, so a breach is possible but not decided: not rejected")
 
 
 def _guard_breach(c: Counted, g: Any, floor: float, source: str, rules: GateRules,
@@ -627,7 +641,8 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
     r = as_receipt(receipt)
     if r.kind == "noise":
         return _decide_noise(r, rules)
-    said = [warning("legacy-rules", f"this receipt is {legacy.NOTE}")] if r.legacy else []
+    sealed = ruleset(r)
+    said = list(sealed.said)
     if r.apparatus is not None and r.apparatus.touched:
         # Refused before anything was built: the candidate cannot supply its own ruler.
         return Verdict("rejected", reasons=[_apparatus_touched(r)], warnings=said,
@@ -646,15 +661,13 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
         return stopped
     guard_reasons: list[Reason] = []
     guard_infra: list[Reason] = []
-    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, legacy_rules=r.legacy)
+    guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, sealed.guard)
     _check_latency(c, rules, guards, guard_reasons, warnings)
     if guard_reasons:
         return verdict("rejected", guard_reasons, suppressed="guard breached", guards=guards)
     if guard_infra:
         return verdict("infra", guard_infra, suppressed="guard not measured", guards=guards)
-    if r.legacy:
-        return _decide_legacy_speed(r, c, rules, guards, warnings, verdict)
-    return _decide_speed(r, c, rules, guards, warnings, verdict)
+    return sealed.speed(r, c, rules, guards, warnings, verdict)
 
 
 def _verdicts(warnings: list[Caveat], parity: dict[str, Any]) -> Callable[..., Verdict]:
@@ -730,16 +743,15 @@ def _decide_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, An
         return verdict("implausible", [held], speed, would_be_tier=d.tier)
     if d.state == "conflict":
         return verdict("infra", [_conflict(d, rules)], speed)
-    if r.decision_rules >= 3:
-        if (shifted := _step_check(c, d, speed, r.lock, rules, warnings)) is not None:
-            return verdict("infra", [shifted], speed)
-        _decision_warnings(r, d, speed, rules, warnings)
+    sealed = ruleset(r)
+    if (shifted := sealed.settle(r, c, d, speed, rules, warnings)) is not None:
+        return verdict("infra", [shifted], speed)
     if d.state == "accepted":
         return verdict("accepted", [], speed, tier=d.tier, tier_span=list(d.span) if d.span else None)
     if d.state == "slower":
         return verdict("slower", [_slower(d, rules)], speed, slower_rejects=rules.slower == "reject")
     if d.state == "none":
-        return verdict("none", [_no_change(d, rules, r.decision_rules)], speed)
+        return verdict("none", [sealed.no_change(d, rules)], speed)
     return verdict("undecided", [_undecided(d, speed, rules)], speed)
 
 
@@ -793,6 +805,22 @@ def _step_check(c: Counted, d: sequential.Decision, speed: Speed, lock: Pins, ru
     return None
 
 
+def _settled(r: Receipt, c: Counted, d: sequential.Decision, speed: Speed, rules: GateRules,
+             warnings: list) -> Reason | None:
+    """Rules 3 after a decision: the step check (a shift that bears on the outcome is returned),
+    then what the verdict must say beside the outcome."""
+    if (shifted := _step_check(c, d, speed, r.lock, rules, warnings)) is not None:
+        return shifted
+    _decision_warnings(r, d, speed, rules, warnings)
+    return None
+
+
+def _unchecked(r: Receipt, c: Counted, d: sequential.Decision, speed: Speed, rules: GateRules,
+               warnings: list) -> Reason | None:
+    """Rules 2 checked nothing after a decision."""
+    return None
+
+
 def _decision_warnings(r: Receipt, d: sequential.Decision, speed: Speed, rules: GateRules, warnings: list) -> None:
     """What the verdict must say beside a decided outcome (rules 3): an unsettled tier, a basis
     whose denominator was not measured with the stated rate, a round measured afresh."""
@@ -811,14 +839,17 @@ def _decision_warnings(r: Receipt, d: sequential.Decision, speed: Speed, rules: 
                                          "pooled, so the false-accept rate holds for this round alone"))
 
 
-def _no_change(d: sequential.Decision, rules: GateRules, version: int) -> Reason:
-    if version < 3:
-        said = (f"decided: the gain is below {rules.min_gain:.1%}, the smallest the profile cares about (upper end "
-                f"{_pct(d.basis_upper_miss)} at the {rules.miss:.0%} miss rate; estimate {_pct(d.gain)})")
-    else:
-        said = (f"decided: no gain of {rules.min_gain:.1%} or more and no regression of as much (interval "
-                f"[{_pct(d.lower_miss)}, {_pct(d.basis_upper_miss)}] at the {rules.miss:.0%} miss rate; estimate "
-                f"{_pct(d.gain)})")
+def _no_gain(d: sequential.Decision, rules: GateRules) -> Reason:
+    """Rules 2: `none` read on the upper end alone."""
+    said = (f"decided: the gain is below {rules.min_gain:.1%}, the smallest the profile cares about (upper end "
+            f"{_pct(d.basis_upper_miss)} at the {rules.miss:.0%} miss rate; estimate {_pct(d.gain)})")
+    return reason("no-gain", said, figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)
+
+
+def _no_change(d: sequential.Decision, rules: GateRules) -> Reason:
+    said = (f"decided: no gain of {rules.min_gain:.1%} or more and no regression of as much (interval "
+            f"[{_pct(d.lower_miss)}, {_pct(d.basis_upper_miss)}] at the {rules.miss:.0%} miss rate; estimate "
+            f"{_pct(d.gain)})")
     return reason("no-gain", said, figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)
 
 
@@ -889,7 +920,7 @@ def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequenti
     if c.problems["main"] or c.problems["candidate"]:
         return None
     prior = [p.log_ratios for p in r.sequential.prior] if r.sequential else []
-    d = sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules, r.decision_rules),
+    d = sequential.decide_pairs(prior + [log_ratios(c)], design_of(rules, ruleset(r).design),
                                 basis_of(c, r.lock, rules), rules.bands)
     d.pending = unresolved_claim(c)
     return d
@@ -914,7 +945,7 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
     seq = r.sequential or Sequential()
     prior = [p.log_ratios for p in seq.prior]
     basis = basis_of(c, lock, rules)
-    design = design_of(rules, r.decision_rules)
+    design = design_of(rules, ruleset(r).design)
     d = sequential.decide_pairs(prior + [xs], design, basis, rules.bands)
     main_med, cand_med = stats.median(main), stats.median(cand)
     node = _node_noise(lock)
@@ -1005,8 +1036,11 @@ def _decide_noise(r: Receipt, rules: GateRules) -> Verdict:
     problems = c.problems["main"] + c.problems["candidate"]
     if problems:
         return Verdict("infra", reasons=problems, warnings=warnings)
-    if r.legacy:
-        return _decide_noise_v1(c, rules, warnings)
+    return ruleset(r).noise(c, rules, warnings)
+
+
+def _decide_noise_pairs(c: Counted, rules: GateRules, warnings: list) -> Verdict:
+    """The SD of the paired log ratios with its 95 % interval."""
     xs = log_ratios(c)
     found = sequential.pair_noise([xs]) if len(xs) >= 3 else None
     report: dict[str, Any] = {"pairs": len(xs), "log_ratios": xs}
@@ -1050,3 +1084,35 @@ def _decide_noise_v1(c: Counted, rules: GateRules, warnings: list) -> Verdict:
                                 f"{report['windows']} windows of this build against itself "
                                 f"({report['false_positive_rate']:.0%})"))
     return Verdict("noise", warnings=warnings, noise=report)
+
+
+# --- the rules each receipt schema was sealed under -----------------------------------------
+
+@dataclass(frozen=True)
+class Ruleset:
+    """What the decision rules of one receipt schema decide their own way. A receipt is decided
+    under the rules it was sealed under (``Receipt.rules_version``); the stages call these and
+    never ask which schema they hold."""
+    said: tuple[Caveat, ...]                        # on every round verdict it gives
+    differential: Callable[[dict, dict, GateRules], dict[str, Any]]  # each build's claims against its clock
+    guard: Callable[..., Reason | Caveat | None]    # one guard, once it has a floor and candidate reps
+    speed: Callable[..., Verdict]                   # the speed decision, after the guards
+    settle: Callable[..., Reason | None]            # after a sequential decision: a shift that undoes it
+    no_change: Callable[[sequential.Decision, GateRules], Reason]
+    noise: Callable[[Counted, GateRules, list], Verdict]
+    design: int                                     # sequential.Design's rules (progress and speed)
+
+
+_RULESETS = {
+    1: Ruleset(said=(warning("legacy-rules", f"this receipt is {legacy.NOTE}"),), differential=_legacy_differential,
+               guard=_guard_median, speed=_decide_legacy_speed, settle=_settled, no_change=_no_change,
+               noise=_decide_noise_v1, design=3),
+    2: Ruleset(said=(), differential=_differential, guard=_guard_bound, speed=_decide_speed, settle=_unchecked,
+               no_change=_no_gain, noise=_decide_noise_pairs, design=2),
+    3: Ruleset(said=(), differential=_differential, guard=_guard_bound, speed=_decide_speed, settle=_settled,
+               no_change=_no_change, noise=_decide_noise_pairs, design=3),
+}
+
+
+def ruleset(r: Receipt) -> Ruleset:
+    return _RULESETS[r.rules_version]

@@ -545,14 +545,10 @@ class Receipt:
     seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.ledger)
 
     @property
-    def legacy(self) -> bool:
-        """A schema-1 receipt: judged by the fixed-reps rules it was sealed under."""
-        return self.schema == SCHEMA_1
-
-    @property
-    def decision_rules(self) -> int:
-        """Which sequential rules decide it (``sequential.Design.rules``): those it was sealed under."""
-        return 2 if self.schema == SCHEMA_2 else 3
+    def rules_version(self) -> int:
+        """The decision rules it was sealed under: its schema's number (1 fixed reps, 2 sequential,
+        3 three-way). The gate picks what each version decides differently by it, once."""
+        return SCHEMAS.index(self.schema) + 1
 
     @property
     def rules(self) -> GateRules:
