@@ -14,7 +14,7 @@ RULES = default_rules()
 
 def _round(make):
     r = make()
-    r["summary"] = gate.summarize(r, RULES)
+    r["summary"] = {b: f.to_dict() for b, f in gate.summarize(r, RULES).items()}
     return r, gate.decide(r, RULES).to_dict()
 
 

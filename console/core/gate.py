@@ -42,7 +42,7 @@ from console.core import accuracy, adjudication, claims, legacy, sequential, ser
 from console.core.adjudication import Adjudication, Ruling
 from console.core.figures import finite, shown
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
-from console.core.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
+from console.core.receipt import (BUILDS, Figures, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
 from console.core.sequential import band  # noqa: F401 - one definition, re-exported
@@ -136,8 +136,21 @@ def path_ok(fig: PathFigures | None, rules: GateRules) -> bool:
     return not path_problems(fig, rules, "")
 
 
-def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tuple[dict[str, Any], list, list]:
-    """(parity table, rejection reasons, warnings) for the candidate, against the reference and main."""
+@dataclass(frozen=True)
+class ParityGrade:
+    """The candidate's parity, against the reference and main: the verdict's parity table, the
+    reasons that reject it and the warnings said beside."""
+    table: dict[str, Any]
+    reasons: tuple[Reason, ...]
+    warnings: tuple[Caveat, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.reasons
+
+
+def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> ParityGrade:
+    """The candidate's parity graded at every declared depth, its scored and timed paths and its server."""
     par = as_receipt(receipt).parity
     cand_side, main_side = par.candidate, par.main
     reasons: list[Reason] = []
@@ -201,15 +214,14 @@ def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tupl
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
     served = _grade_server(par, reasons, warnings)
     worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)
-    out = ({"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
-             "candidate_error": cand_error, "main_error": main_error,
-             "all_uncheckable": bool(rows) and len(unchecked) == len(rows) and not cand_error},
-           reasons, warnings)
+    out = {"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
+           "candidate_error": cand_error, "main_error": main_error,
+           "all_uncheckable": bool(rows) and len(unchecked) == len(rows) and not cand_error}
     if ruling is not None:      # the key is absent from rounds that had nothing borderline
-        out[0]["adjudication"] = ruling.to_dict()
+        out["adjudication"] = ruling.to_dict()
     if served is not None:      # serving profiles only
-        out[0]["server"] = served
-    return out
+        out["server"] = served
+    return ParityGrade(out, tuple(reasons), tuple(warnings))
 
 
 def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str, Any] | None:
@@ -254,7 +266,7 @@ def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
 def parity_passes(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> bool:
     """Whether the candidate passed every parity check and its task accuracy: the round uses it
     to skip timing."""
-    return not grade_parity(receipt, rules)[1] and not grade_accuracy(receipt, rules)[1]
+    return grade_parity(receipt, rules).passed and not grade_accuracy(receipt, rules)[1]
 
 
 def grade_accuracy(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tuple[dict[str, Any] | None, list]:
@@ -482,10 +494,10 @@ def _legacy_differential(valid: dict, problems: dict, rules: GateRules) -> dict[
     return out
 
 
-def summarize(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> dict[str, Any]:
+def summarize(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> dict[str, Figures]:
     """Per-build figures of the timed reps that count: the same reps the verdict decided on."""
     c = counted(receipt, rules)
-    return {b: stats.summary(c.values(b)) for b in BUILDS}
+    return {b: Figures(**stats.summary(c.values(b))) for b in BUILDS}
 
 
 def _status_problems(rep: Rep) -> list[tuple[str, str]]:
@@ -647,11 +659,12 @@ def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
         # Refused before anything was built: the candidate cannot supply its own ruler.
         return Verdict("rejected", reasons=[_apparatus_touched(r)], warnings=said,
                        suppressed="the candidate touched the apparatus")
-    parity, parity_reasons, warnings = grade_parity(r, rules)
+    graded = grade_parity(r, rules)
+    parity, parity_reasons = dict(graded.table), list(graded.reasons)
     accuracy_table, accuracy_reasons = grade_accuracy(r, rules)
     if accuracy_table is not None:
         parity["accuracy"] = accuracy_table
-    warnings = said + warnings      # the stages below add theirs: every verdict carries them all
+    warnings = said + list(graded.warnings)     # the stages below add theirs: every verdict carries them all
     verdict = _verdicts(warnings, parity)
     if (stopped := _before_timing(r, rules, parity, parity_reasons, accuracy_reasons, verdict)) is not None:
         return stopped

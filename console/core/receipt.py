@@ -513,6 +513,27 @@ class Sequential:
                    decided_at=d.get("decided_at"), settle_pairs=d.get("settle_pairs"), fresh=bool(d.get("fresh")))
 
 
+# --- the figures the gate decided on --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Figures:
+    """One build's timed reps that count, summarised (``stats.summary``; ``gate.summarize``).
+    Values stay as the JSON held them, so a sealed receipt writes back the same bytes."""
+    n: int = 0
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+    spread: float | None = None
+    mad_spread: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Figures":
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
 # --- the receipt -----------------------------------------------------------------------------
 
 @dataclass
@@ -537,7 +558,7 @@ class Receipt:
     parity: ParityRecord = field(default_factory=ParityRecord)
     accuracy: AccuracyRecord | None = None  # profiles with [accuracy]: the task accuracy stage
     reps: list[Rep] = field(default_factory=list)
-    summary: dict[str, Any] | None = None   # per-build figures of the reps that count (gate.summarize)
+    summary: dict[str, Figures] | None = None   # per-build figures of the reps that count (gate.summarize)
     verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
     noise: dict[str, Any] | None = None     # noise receipts: the gate's noise report
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
@@ -560,7 +581,7 @@ class Receipt:
             v = getattr(self, f.name)
             if v is None and f.name in _OPTIONAL_KEYS:
                 continue        # absent, as in the receipts that predate the key
-            if f.name == "builds":
+            if f.name in ("builds", "summary"):
                 v = {b: x.to_dict() for b, x in v.items()}
             elif f.name == "reps":
                 v = [r.to_dict() for r in v]
@@ -598,7 +619,8 @@ class Receipt:
                        parity=_read("parity", ParityRecord.from_dict, d.get("parity")),
                        accuracy=_read("accuracy", AccuracyRecord.from_dict, d.get("accuracy")),
                        reps=[_read(f"reps[{i}]", Rep.from_dict, r) for i, r in enumerate(d.get("reps") or [])],
-                       summary=d.get("summary"), verdict=d.get("verdict"), noise=d.get("noise"),
+                       summary=_read("summary", _summary, d.get("summary")), verdict=d.get("verdict"),
+                       noise=d.get("noise"),
                        sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
                        sizing=d.get("sizing"), seal=d.get("seal"))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
@@ -608,6 +630,10 @@ class Receipt:
 
 
 T = TypeVar("T")
+
+
+def _summary(d: Mapping[str, Any] | None) -> dict[str, Figures] | None:
+    return None if d is None else {str(b): _read(b, Figures.from_dict, x) for b, x in d.items()}
 
 
 def _read(where: str, read: Callable[[Any], T], value: Any) -> T:

@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from ..core import gate
-from ..core.receipt import BUILDS, Receipt, Rep, as_receipt
+from ..core.receipt import BUILDS, Figures, Receipt, Rep, as_receipt
 from ..core.rules import Bands
 from ..core.verdict import Verdict
 from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
@@ -144,11 +144,11 @@ def _header(r: Receipt, v: Mapping[str, Any]) -> str:
               f'<th>compiler</th><th>build (s)</th><th>timed median</th><th>counted</th></tr>{builds}</table>')
 
 
-def _build_row(b: str, bd: Any, figures: Mapping[str, Any]) -> str:
-    med = figures.get("median")
+def _build_row(b: str, bd: Any, figures: Figures) -> str:
+    med = figures.median
     cells = [_or(source_text(bd.source) if bd else None), _code(bd and bd.image_id, 19),
              _code(bd and bd.base_image_id, 19), _or(bd and bd.compiler)]
-    nums = [_or(bd and bd.build_s), _or(None if med is None else f"{med:.4g}"), esc(figures.get("n", 0))]
+    nums = [_or(bd and bd.build_s), _or(None if med is None else f"{med:.4g}"), esc(figures.n)]
     return (f"<tr><th>{b}</th>" + "".join(f"<td>{c}</td>" for c in cells)
             + "".join(f'<td class="num">{c}</td>' for c in nums) + "</tr>")
 

@@ -354,7 +354,7 @@ class Round:
         self._adjudicate(b, par, ref)
         if self.p.accuracy is None:
             return
-        if gate.grade_parity(receipt, self.p.gate)[1]:
+        if not gate.grade_parity(receipt, self.p.gate).passed:
             # the round stops at the stage that rejects it: no score could undo a parity failure
             self._notice("info", "accuracy-skipped", "task accuracy was not measured: parity already rejects "
                          "the candidate, and no score could change that")

@@ -82,7 +82,7 @@ def test_receipts_sealed_before_the_typed_model_re_derive_the_same_verdict(path)
     _subset(d, json.loads(json.dumps(r.to_dict())))   # nothing the old receipt holds is lost or changed
     v = gate.decide(d, r.rules).to_dict()
     assert as_sealed_then(v) == close_to(d["verdict"])
-    assert gate.summarize(r, r.rules) == d["summary"]
+    assert {b: f.to_dict() for b, f in gate.summarize(r, r.rules).items()} == d["summary"]
 
 
 def close_to(x):
