@@ -38,7 +38,7 @@ from console.core.figures import finite
 from console.core.fingerprint import DIGEST_CHARS, Fingerprint, describe, differences, of_facts, of_receipt
 from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
-from console.core.receipt import SCHEMA_1, as_receipt
+from console.core.receipt import SCHEMA_1, Receipt, as_receipt
 from console.core.sequential import pair_noise
 from console.core.stats import geometric_bound, median
 
@@ -46,7 +46,6 @@ FRONTIER, GUARD = "frontier", "guard"
 KINDS = (FRONTIER, GUARD)
 MIN_REPS = 3                # a single rep is not a measurement
 SIG_DIGITS = 6              # pins keep 6 significant digits; verification compares after the same rounding
-DEFAULT_SIGNIFICANCE = 0.02
 LOCK_FILE = "reference.lock"
 # Verdict outcomes after which main's numbers from the round are not trusted to move a pin.
 UNUSABLE_OUTCOMES = frozenset({"infra", "incomplete", "invalid", "error", "aborted"})
@@ -285,7 +284,7 @@ def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
     if len(ok) < MIN_REPS:
         return Measured(None, len(ok), f"{len(ok)} ok {spec.phase} rep(s) of main; at least {MIN_REPS} needed")
     values = [float(x.value) for x in ok]
-    if r.schema == SCHEMA_1:
+    if r.rules_version == 1:        # sealed under fixed reps: its median, as then
         return Measured(pin(median(values)), len(ok))
     level = r.rules.false_accept
     return Measured(pin(lower_bound(values, level)), len(ok), bound=True, level=level)
@@ -296,21 +295,19 @@ def lower_bound(values: list[float], level: float) -> float:
     return geometric_bound(values, level, "lower")
 
 
-def noise_spread_of(receipt: Mapping[str, Any]) -> float | None:
+def noise_spread_of(receipt: Receipt | Mapping[str, Any]) -> float | None:
     """The node's noise spread a sealed noise receipt carries (``noise.spread``)."""
-    v = (receipt.get("noise") or {}).get("spread")
+    v = (as_receipt(receipt).noise or {}).get("spread")
     return pin(float(v)) if finite(v) and v >= 0 else None
 
 
-def _measured_at(receipt: Mapping[str, Any]) -> str:
-    return str(receipt.get("ended_at") or (receipt.get("seal") or {}).get("sealed_at") or "")
+def _measured_at(r: Receipt) -> str:
+    return str(r.ended_at or (r.seal or {}).get("sealed_at") or "")
 
 
-def _significance(receipt: Mapping[str, Any], significance: float | None) -> float:
-    if significance is not None:
-        return significance
-    v = ((receipt.get("profile") or {}).get("rules") or {}).get("significance")
-    return float(v) if finite(v) else DEFAULT_SIGNIFICANCE
+def _significance(r: Receipt, significance: float | None) -> float:
+    # the receipt's rules were read finite (Receipt.from_dict), the default filled in when absent
+    return significance if significance is not None else r.rules.significance
 
 
 # --- updates -------------------------------------------------------------------
@@ -357,24 +354,23 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mappi
     measured a pin written before fingerprints.
     Only the pins of the receipt's node move (``node_pin``).
     """
-    if not isinstance(receipt.get("seal"), Mapping):
+    r = as_receipt(receipt)
+    if not isinstance(r.seal, Mapping):
         raise LockError("only a sealed receipt can move a pin")
-    at = _measured_at(receipt)
-    if receipt.get("kind") == "noise":
-        return _noise_changes(lock, receipt_id, receipt, at, verdict, ledger)
-    if receipt.get("kind") != "round":
-        raise LockError(f"a {receipt.get('kind')!r} receipt measures no pin")
-    specs = slots_of(receipt["profile"])
-    unusable = _unusable(receipt, verdict)
-    node = of_receipt(receipt)
+    at = _measured_at(r)
+    if r.kind == "noise":
+        return _noise_changes(lock, receipt_id, r, at, verdict, ledger)
+    specs = slots_of(r.profile.to_dict())
+    unusable = _unusable(r, verdict)
+    node = _node_of(r)
     changes = []
     for name, spec in specs.items():
         np = node_pin(baselines(lock), name, node, ledger)
         if unusable:
             ch = Change("baselines", np.key, "hold", np.value, None, receipt_id, at, spec.kind, unusable)
         else:
-            ch = _decide(np.key, spec.kind, np.value, measure(receipt, spec), receipt_id, at,
-                         _significance(receipt, significance))
+            ch = _decide(np.key, spec.kind, np.value, measure(r, spec), receipt_id, at,
+                         _significance(r, significance))
         changes.append(_on_node(ch, node, np))
     return changes
 
@@ -388,9 +384,13 @@ def _on_node(ch: Change, node: Fingerprint, np: NodePin) -> Change:
     return dataclasses.replace(ch, node=node, reason=why)
 
 
-def _unusable(receipt: Mapping[str, Any], verdict: Any) -> str:
-    if receipt.get("status") != "complete":
-        return f"round status is {receipt.get('status')!r}, not 'complete'"
+def _node_of(r: Receipt) -> Fingerprint:
+    return of_receipt({"host": r.host, "preflight": r.preflight})
+
+
+def _unusable(r: Receipt, verdict: Any) -> str:
+    if r.status != "complete":
+        return f"round status is {r.status!r}, not 'complete'"
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
     if outcome in UNUSABLE_OUTCOMES:
         return f"verdict outcome {outcome!r} does not vouch for main's measurements"
@@ -429,26 +429,26 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
     return c("hold", None, f"main measured {m.value:g}, within {sig:.1%} of floor {old:g}")
 
 
-def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any], at: str,
+def _noise_changes(lock: Mapping[str, Any], rid: str, r: Receipt, at: str,
                    verdict: Any = None, ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
-    node = str((receipt.get("profile") or {}).get("node", ""))
-    here = of_receipt(receipt)
+    node = r.profile.node
+    here = _node_of(r)
     np = node_pin(lock.get("noise") or {}, node, here, ledger)
     old_t, at_key = np.entry, np.key
-    legacy = receipt.get("schema") == SCHEMA_1
+    legacy = r.rules_version == 1
     key = "spread" if legacy else "sd"
     old = float(old_t.get(key, 0)) if finite(old_t.get(key, 0)) else 0.0
     outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
 
     def change(action: str, new: float | None, why: str, extra: Mapping[str, Any] | None = None) -> list[Change]:
         return [_on_node(Change("noise", at_key, action, old, new, rid, at, reason=why, extra=extra), here, np)]
-    if not node or receipt.get("status") != "complete":
+    if not node or r.status != "complete":
         return change("hold", None, "noise receipt is not a complete round on a named node")
     if verdict is not None and outcome != "noise":
         # a noise round the gate did not accept (claims refused, too few pairs) measures nothing
         return change("hold", None, f"noise verdict is {outcome!r}")
     if legacy:
-        spread = noise_spread_of(receipt)
+        spread = noise_spread_of(r)
         if spread is None:
             return change("hold", None, "noise receipt has no usable noise.spread")
         return change("set" if old <= 0 else "replace", spread, f"sealed noise round measured spread {spread:g}")
@@ -456,7 +456,7 @@ def _noise_changes(lock: Mapping[str, Any], rid: str, receipt: Mapping[str, Any]
     ledger = ledger or {}
     # only this node's noise pools: an entry written before fingerprints may cite another's
     earlier = [x for x in cited if x in ledger and x != rid and of_receipt(ledger[x]).digest == here.digest]
-    pooled = pooled_noise([ledger[x] for x in earlier] + [receipt])
+    pooled = pooled_noise([ledger[x] for x in earlier] + [r])
     if pooled is None:
         return change("hold", None, "noise receipt has fewer than three valid pairs")
     sd, df = pooled
@@ -526,16 +526,17 @@ class Finding:
     message: str
 
 
-def stale_findings(lock: Mapping[str, Any], receipt: Mapping[str, Any], significance: float,
+def stale_findings(lock: Mapping[str, Any], receipt: Receipt | Mapping[str, Any], significance: float,
                    receipts: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
     """Pins of the receipt's node that main, in this receipt, measures above by more than
     ``significance`` (``receipts``: the ledger, for pins written before fingerprints)."""
     out = []
-    node = of_receipt(receipt)
-    for name, spec in slots_of(receipt["profile"]).items():
+    r = as_receipt(receipt)
+    node = _node_of(r)
+    for name, spec in slots_of(r.profile.to_dict()).items():
         np = node_pin(baselines(lock), name, node, receipts)
         pinned = np.value
-        m = measure(receipt, spec)
+        m = measure(r, spec)
         if pinned <= 0 or m.value is None:
             continue
         by = m.value / pinned - 1
@@ -723,7 +724,8 @@ def _stale_problems(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str,
         if there is None or (split_key(name)[0], there.digest) not in latest:
             continue
         rid, r = latest[(split_key(name)[0], there.digest)]
-        for f in stale_findings(lock, r, _significance(r, None), receipts):
+        sealed = as_receipt(r)
+        for f in stale_findings(lock, sealed, _significance(sealed, None), receipts):
             if f.slot == name:
                 out.append(Problem(f.code, f.message, file, None, rid, name, fatal=False))
     return out
