@@ -6,7 +6,7 @@ Each simulated round is a real ``console.round.Round`` whose runtime is replaced
 model: the runner's own loop (``Speed.timed_pairs``: ``gate.progress`` after every pair, the
 settle budget, the stop) asks for pairs, a fake ``run`` answers each scheduled rep with a
 self-consistent simulated ``Rep``, and ``gate.decide`` gives the verdict, step-change check
-included. Reruns are real too: each round is sealed into a real ledger (``Round._finish``)
+included. Reruns are real too: each round is sealed into a real ledger (``Round.seal_verdict``)
 and the next round of the same experiment finds it through ``Round._earlier_rounds`` and
 ``Speed.plan`` (``reruns.look_back``), as ``console run`` does.
 
@@ -155,14 +155,14 @@ def simulate_round(profile: Any, out: Path, draws: tuple[np.ndarray, np.ndarray]
             log = main[k] if item.build == "main" else cand[k]
             receipt.reps.append(_rep(item, LEVEL * math.exp(log)))
 
-    speed = rnd._speed_stage()
+    speed = rnd.speed_stage()
     speed.plan(receipt)
     head = schedule_head(profile)
     run(head)
     pairs = speed.timed_pairs(receipt, run, len(head), {})
     run(schedule_tail(profile, len(head) + 2 * pairs))
     if seal:
-        rnd._finish(receipt)
+        rnd.seal_verdict(receipt)
         return rnd.receipt["verdict"]["outcome"], receipt
     receipt.verdict = gate.decide(receipt, profile.gate).to_dict()
     return receipt.verdict["outcome"], receipt

@@ -60,6 +60,7 @@ def drive(rnd, args) -> int:
 
 
 def _round(profile: Profile, main, candidate, args, kind: str = "round", resume=None, bundle=None):
+    """A round of ``kind`` (round.kinds, by name) of the profile's main against ``candidate``."""
     from .results import lockfile
     from .round import Round, RoundConfig
     out = _results_dir(profile, args)
@@ -138,8 +139,8 @@ def cmd_bundle(args) -> int:
 
 def cmd_sweep(args) -> int:
     from .core.sweep import parse_levels
-    from .round import RoundConfig
-    from .round.sweep import Sweep
+    from .round import Round, RoundConfig
+    from .round.kinds.sweep import Sweep
     profile = load_profile(args.profile)
     if profile.server is None:
         raise UsageError(f"{profile.path} has no [server] table: a sweep drives an engine's server",
@@ -152,9 +153,10 @@ def cmd_sweep(args) -> int:
         raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
     out = _results_dir(profile, args)
+    kind = Sweep(levels=tuple(levels), blocks=args.blocks)
     cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
-                      runtime=args.runtime, kind="sweep", keep_work=args.keep_work, rebuild=args.rebuild)
-    return drive(Sweep(cfg, levels, args.blocks), args)
+                      runtime=args.runtime, kind=kind, keep_work=args.keep_work, rebuild=args.rebuild)
+    return drive(Round(cfg), args)     # its page is an export of the document (reports.exporters)
 
 
 def cmd_demo(args) -> int:
@@ -191,12 +193,13 @@ def cmd_noise(args) -> int:
 def cmd_resume(args) -> int:
     from .results import store
     from .core.ledger import find_round
-    from .round import Resume, Round, RoundConfig, spec_from_plan
+    from .round import Resume, Round, RoundConfig, kinds, spec_from_plan
     resume = Resume.read(args.journal)
     plan = resume.plan
-    if plan.get("kind") == "sweep":
-        raise UsageError(f"{args.journal} is a sweep's journal: a sweep is not resumed",
-                         "Run the sweep again (`console sweep`); its builds are reused by their keys.")
+    if plan.get("kind") not in kinds.BY_NAME:
+        raise UsageError(f"{args.journal} is a {plan.get('kind')}'s journal: only "
+                         f"{' and '.join(sorted(kinds.BY_NAME))} rounds are resumed",
+                         "Run it again (`console sweep` for a sweep); its builds are reused by their keys.")
     sealed = find_round(store.read_ledger(plan["out_dir"])[0], plan["round_id"])
     if sealed:
         raise UsageError(f"round {plan['round_id']} is already sealed in {plan['out_dir']} "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 _REGISTRY: dict[str, type["Event"]] = {}
 
@@ -267,3 +267,9 @@ class RoundEnded(Event):
     exit_code: int
     receipt_path: str | None = None
     message: str = ""
+
+
+# The callbacks every stage of a round is handed, named once.
+Emit = Callable[[Event], None]                  # hand an event to the journal and the viewers
+Notify = Callable[[str, str, str], None]        # (level, code, message): a notice
+CheckAbort = Callable[[], None]                 # raises Interrupted once the round is aborted

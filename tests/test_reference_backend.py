@@ -19,6 +19,7 @@ from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 from console.round import node
+from console.telemetry import facts
 from console.round import parity as checks
 from console.telemetry.fake import FakeGPU, FakeNvml
 from console.telemetry.host import HostTelemetry
@@ -70,8 +71,8 @@ def run_round(p, tmp_path: Path, tele) -> tuple[Round, list[ev.Event]]:
 
 
 def here(p, tele, gpus: bool) -> Backend:
-    host = node.host_facts(None)
-    host.update(node.gpu_facts(tele))
+    host = facts.host_facts(None)
+    host.update(facts.gpu_facts(tele))
     return node.backend(p, "local", host, tele.preflight_facts(0.0), gpus)
 
 

@@ -456,6 +456,12 @@ class Profile:
     def dir(self) -> Path:
         return Path(self.path).parent
 
+    @property
+    def serving(self) -> bool:
+        """A serving profile times requests through each build's server (bench.mode = 'serve', which
+        the profile's checks tie to a [server] table)."""
+        return self.server is not None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Callable
 
 from .. import events as ev
 from ..engine import protocol
@@ -19,7 +18,6 @@ from ..runtime.base import INPUTS_ROOT, OUT_ROOT
 from .plan import fill
 from .reps import Bench
 
-Emit = Callable[[ev.Event], None]
 
 
 def new_record(b: Bench) -> tuple[AccuracyRecord, list[acc.Task]]:
@@ -33,8 +31,8 @@ def new_record(b: Bench) -> tuple[AccuracyRecord, list[acc.Task]]:
                           kinds=[t.kind for t in tasks], tokens=spec.tokens), tasks
 
 
-def answer(b: Bench, side: str, image: str, tasks: list[acc.Task], emit: Emit,
-           check_abort: Callable[[], None]) -> AccuracySide:
+def answer(b: Bench, side: str, image: str, tasks: list[acc.Task], emit: ev.Emit,
+           check_abort: ev.CheckAbort) -> AccuracySide:
     """One side's answers, chunk by chunk; the first failed chunk ends the side with its error."""
     spec = b.profile.accuracy
     assert spec is not None

@@ -7,7 +7,6 @@ What is measured goes into the receipt; the ruling is the gate's (console.core.a
 """
 from __future__ import annotations
 
-from typing import Callable
 
 from .. import events as ev
 from ..engine import protocol
@@ -19,11 +18,10 @@ from .parity import LOGITS_MAX_BYTES, drop_logits, next_tokens
 from .plan import DOC_NAME, fill, logits_argv
 from .reps import Bench
 
-Emit = Callable[[ev.Event], None]
 
 
-def settle(b: Bench, border: dict[int, float], ref: topk.Reference, same_as_main: bool, emit: Emit,
-           check_abort: Callable[[], None]) -> Adjudication:
+def settle(b: Bench, border: dict[int, float], ref: topk.Reference, same_as_main: bool, emit: ev.Emit,
+           check_abort: ev.CheckAbort) -> Adjudication:
     p = b.profile
     spec = p.adjudication
     assert spec is not None
@@ -47,8 +45,8 @@ def settle(b: Bench, border: dict[int, float], ref: topk.Reference, same_as_main
     return record
 
 
-def _variant(b: Bench, name: str, args: list[str], ref: topk.Reference, emit: Emit,
-             check_abort: Callable[[], None]) -> Variant:
+def _variant(b: Bench, name: str, args: list[str], ref: topk.Reference, emit: ev.Emit,
+             check_abort: ev.CheckAbort) -> Variant:
     p = b.profile
     v = Variant(name=name, args=args)
     out_dir = b.work / "runs" / f"adjudicate-{name}"
@@ -95,7 +93,7 @@ def generate(b: Bench, image: str, label: str, extra: list[str], positions: list
         return None, f"{label}: {e}"
 
 
-def _completions(b: Bench, record: Adjudication, emit: Emit, check_abort: Callable[[], None]) -> None:
+def _completions(b: Bench, record: Adjudication, emit: ev.Emit, check_abort: ev.CheckAbort) -> None:
     p = b.profile
     spec = p.adjudication
     assert spec is not None

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
+from .. import events as ev
 from ..results import lockfile, store
 from ..core.receipt import Receipt
 from ..profile import Profile
-
-Notice = Callable[[str, str, str], None]
 
 
 @dataclass
@@ -21,7 +18,7 @@ class Sealed:
     document: dict          # the receipt as sealed (its bytes' JSON)
 
 
-def seal(out: Path, receipt: Receipt, notice: Notice) -> Sealed:
+def seal(out: Path, receipt: Receipt, notice: ev.Notify) -> Sealed:
     """One ledger line per round; ``receipt.json`` is a copy of the newest sealed receipt."""
     rid = store.seal_into(out, receipt.to_dict())
     path = out / "receipts" / f"{rid}.json"
@@ -32,7 +29,7 @@ def seal(out: Path, receipt: Receipt, notice: Notice) -> Sealed:
     return sealed
 
 
-def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice: Notice) -> None:
+def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice: ev.Notify) -> None:
     """Move the lock's pins the sealed receipt supports (raise-only). A lock that cannot be
     written is said, not fatal: the round is sealed either way."""
     if not lock_path or not Path(lock_path).exists():

@@ -6,7 +6,6 @@ earlier build's engine files, and the files that differ are said.
 """
 from __future__ import annotations
 
-from typing import Callable
 
 from .. import events as ev
 from ..engine import buildkey, sources
@@ -17,8 +16,8 @@ from .plan import RoundConfig
 
 class Builder:
     def __init__(self, cfg: RoundConfig, rt, round_id: str, harness, harness_sha256: str | None,
-                 emit: Callable[[ev.Event], None], notice: Callable[[str, str, str], None],
-                 check_abort: Callable[[], None]):
+                 emit: ev.Emit, notice: ev.Notify,
+                 check_abort: ev.CheckAbort):
         self.cfg, self.rt, self.round_id = cfg, rt, round_id
         self._harness, self._harness_sha256 = harness, harness_sha256
         self._emit, self._notice, self._check_abort = emit, notice, check_abort

@@ -3,18 +3,15 @@ GPUs, and whether its backend matches the reference's. The node's facts are tele
 (``telemetry.facts``) and the runtime is made in ``runtime``."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
+from .. import events as ev
 from ..core.backend import Backend, BackendCheck, BackendError, backend_of, compare
 from ..core.health import notice_level
 from ..errors import InfraError, UsageError
-# where the reference capture (round.reference) takes them from
-from ..runtime import make_runtime  # noqa: F401
-from ..telemetry import open_telemetry  # noqa: F401
-from ..telemetry.facts import gpu_facts, host_facts  # noqa: F401
 
 
-def refuse_unfit(preflight: dict[str, Any], notice: Callable[[str, str, str], None]) -> None:
+def refuse_unfit(preflight: dict[str, Any], notice: ev.Notify) -> None:
     """Say every preflight finding at its level; a refusing one ends the round before anything is built."""
     findings = preflight.get("findings", [])
     for f in findings:
@@ -25,7 +22,7 @@ def refuse_unfit(preflight: dict[str, Any], notice: Callable[[str, str, str], No
                          "Fix the node (or relax the profile) and retry; nothing was recorded as a regression.")
 
 
-def use_gpus(want: str, rt, host: dict, notice: Callable[[str, str, str], None], run=None) -> bool:
+def use_gpus(want: str, rt, host: dict, notice: ev.Notify, run=None) -> bool:
     """Whether the engine gets the GPUs, as the profile's ``run.gpus`` allows (``run``: the
     profile's RunSpec, whose ``cdi_devices`` say how Docker is asked for them)."""
     if want == "none":
@@ -58,7 +55,7 @@ def backend(p, runtime: str, host: dict, preflight: dict | None, gpus: bool,
                       offload=p.run.gpus, compiler=p.image.toolchain(runtime)[0], build=build)
 
 
-def check_backend(p, here: Backend, ref_meta: dict, notice: Callable[[str, str, str], None]) -> BackendCheck:
+def check_backend(p, here: Backend, ref_meta: dict, notice: ev.Notify) -> BackendCheck:
     """The round's backend against the reference's (``core.backend.compare``): a refused difference
     ends the round before anything is built; allowed ones are said."""
     ref = None

@@ -21,7 +21,6 @@ from .plan import DOC_NAME, Item, logits_argv, sha256_file
 from .reps import Bench, run_rep
 
 LOGITS_MAX_BYTES = 1 << 30
-Emit = Callable[[ev.Event], None]
 
 
 def read_reference(b: Bench) -> topk.Reference:
@@ -50,7 +49,7 @@ def next_tokens(b: Bench) -> np.ndarray:
     return parity.next_token_ids(doc, p.parity.depths, p.parity.rows)
 
 
-def logits_side(b: Bench, build: str, ref: topk.Reference, check_abort: Callable[[], None]) -> ParitySide:
+def logits_side(b: Bench, build: str, ref: topk.Reference, check_abort: ev.CheckAbort) -> ParitySide:
     """Run one build's logits command over the document and grade it against the reference."""
     p = b.profile
     argv = logits_argv(p.parity.command, p)
@@ -82,7 +81,7 @@ def drop_logits(b: Bench, path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: Emit,
+def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench, emit: ev.Emit,
                 adj: Adjudication | None = None) -> None:
     """Show each depth as the gate grades it (the candidate with the ratchet against main, and
     its borderline depths as ``adj`` settles them)."""
@@ -96,7 +95,7 @@ def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench,
                        error=side.error))
 
 
-def scored_path(b: Bench, build: str, ref: topk.Reference, emit: Emit, record: Callable[[Rep, Path], None]) -> PathFigures:
+def scored_path(b: Bench, build: str, ref: topk.Reference, emit: ev.Emit, record: Callable[[Rep, Path], None]) -> PathFigures:
     """Run the timed path over the real document and grade its final logits against the reference."""
     p = b.profile
     depth = p.parity.scored_path_depth - p.parity.scored_path_tokens
@@ -121,7 +120,7 @@ def scored_path(b: Bench, build: str, ref: topk.Reference, emit: Emit, record: C
 
 
 def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
-               notice: Callable[[str, str, str], None]) -> TimedPath:
+               notice: ev.Notify) -> TimedPath:
     """What the timed runs themselves computed: each candidate timed rep's final logits
     against main's first timed rep (same inputs, same depth, same shortcut).
 

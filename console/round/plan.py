@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..profile import Profile, Source
 from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
 from ..engine.sources import sha256_path as sha256_file
+from .kinds import Compare, Kind, named
 
 DOC_NAME = "document.tok"
 
@@ -27,7 +28,7 @@ class RoundConfig:
     candidate: Any
     out_dir: Path
     runtime: str = "docker"         # "docker" | "local"
-    kind: str = "round"             # "round" | "noise" (candidate is main again)
+    kind: Kind = field(default_factory=Compare)   # round.kinds: a name ("round", "noise") is read as its kind
     reps: int | None = None         # timed pairs at most (rounds stop earlier once decided)
     lock_path: Path | None = None
     resume: Any = None              # an interrupted round read back from its journal (commands._Resume)
@@ -36,6 +37,10 @@ class RoundConfig:
     fresh: bool = False             # pool nothing with earlier rounds of the same experiment
     rebuild: bool = False           # build both again even where an image of the same build key exists
     bundle: Any = None              # an engine.bundle.Bundle, checked: sdists come from it alone (no pip)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str):
+            self.kind = named(self.kind)
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ def schedule_head(p: Profile) -> list[Item]:
     # with bench.min_seconds the warm-ups run one full timed section: they size the timed runs
     warm_tokens = p.bench.tokens if p.bench.min_seconds > 0 else p.bench.short_tokens
     warm = _items(p, "warmup", ["main", "candidate"] * p.bench.warmup, 0, p.bench.depth, warm_tokens)
-    if p.bench.mode == "serve":
+    if p.serving:
         return warm
     return warm + _items(p, "short", stats.interleaved_order(p.bench.short_reps), len(warm), p.bench.depth,
                          p.bench.short_tokens)
@@ -111,8 +116,8 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
     p = cfg.profile
     # a round from a bundle says which, so that a resumed one reads the same bundle
     bundle = {"bundle": str(cfg.bundle.root)} if cfg.bundle is not None else {}
-    return {"round_id": round_id, "kind": cfg.kind, "reps": pair_budget(cfg), "depth": p.bench.depth,
-            "sequential": cfg.kind == "round",
+    return {"round_id": round_id, "kind": cfg.kind.name, "reps": pair_budget(cfg), "depth": p.bench.depth,
+            "sequential": cfg.kind.decides,
             # for progress: reps before and after the timed pairs, and the timed part's minutes budget
             "head_reps": len(schedule_head(p)), "tail_reps": len(schedule_tail(p, 0)),
             "max_minutes": p.gate.max_minutes,
@@ -127,9 +132,9 @@ def plan_record(cfg: RoundConfig, round_id: str, runtime: str, started_at: str) 
 
 
 def pair_budget(cfg: RoundConfig) -> int:
-    """Timed pairs at most: ``--reps`` or, for a round, the gate's budget; a noise round runs them all."""
-    p = cfg.profile
-    return cfg.reps or (p.bench.reps if cfg.kind == "noise" else p.gate.max_pairs)
+    """Timed pairs at most: ``--reps``, else the kind's budget (a round's gate.max_pairs; a noise round
+    runs bench.reps, all of them)."""
+    return cfg.reps or cfg.kind.pair_budget(cfg.profile)
 
 
 def fill(template: tuple[str, ...], p: Profile | None = None, **values: str) -> list[str]:

@@ -30,9 +30,13 @@ from ..engine.sources import sha256_path
 from ..errors import InfraError
 from ..profile import Profile
 from ..clock import utc_now
+from ..results.store import atomic_write
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT
 from .inputs import check_model
-from .node import backend, gpu_facts, host_facts, make_runtime, open_telemetry, use_gpus
+from ..runtime import make_runtime
+from ..telemetry import open_telemetry
+from ..telemetry.facts import gpu_facts, host_facts
+from .node import backend, use_gpus
 from .plan import DOC_NAME, document_problem, fill, logits_argv
 
 
@@ -92,16 +96,16 @@ def _store(profile: Profile, arr: np.ndarray, log: Callable[[str], None], write_
     sha = hashlib.sha256(data).hexdigest()
     same = sha == p.reference_sha256
     dest = pinned if (write_profile or same) else side
-    _write_atomic(dest, data)
+    atomic_write(dest, data)
     log(f"wrote {dest} ({len(data)} bytes, {p.reference_format} format)")
     if same or write_profile:
         # how it was made, beside it: the round puts this in the receipt
         meta = {**meta, "reference_sha256": sha, "document_sha256": sha256_path(Path(p.document)),
                 "captured_at": utc_now()}
-        _write_atomic(pinned.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
+        atomic_write(pinned.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
         mine = digest_path(profile, sha)
         if not mine.exists():
-            _write_atomic(mine, reffile.topk_bytes(digest))
+            atomic_write(mine, reffile.topk_bytes(digest))
             log(f"wrote {mine} (the digest to commit beside the pin)")
     if write_profile:
         _pin_in_profile(Path(profile.path), {"reference_sha256": sha})
@@ -255,23 +259,14 @@ def _make_document(profile: Profile, rt, built, src: Path, inputs: Path, work: P
         return
     if doc.exists() and not write_profile and sha != p.document_sha256:
         side = doc.with_suffix(".captured.tok")
-        _write_atomic(side, data)
+        atomic_write(side, data)
         raise InfraError(f"tokenising {text.name} gave a document other than the pinned one (written to {side})",
                          "The tokenizer or the text changed: adopt it deliberately with --write-profile.")
-    _write_atomic(doc, data)
+    atomic_write(doc, data)
     log(f"wrote {doc} ({len(data.split())} tokens, sha256 {sha})")
     if write_profile and sha != p.document_sha256:
         _pin_in_profile(Path(profile.path), {"document_sha256": sha})
         log(f"pinned parity.document_sha256 = {sha} in {profile.path}")
-
-
-def _write_atomic(dest: Path, data: bytes) -> None:
-    tmp = dest.with_name(dest.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, dest)
 
 
 def _pin_in_profile(path: Path, pins: dict[str, str]) -> None:

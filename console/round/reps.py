@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from .. import events as ev
 from ..engine import protocol
@@ -16,20 +16,21 @@ from ..core import health
 from ..core.receipt import Rep
 from ..errors import InfraError
 from ..profile import Profile
-from ..runtime.base import INPUTS_ROOT, OUT_ROOT, BuildResult, RunResult
+from ..telemetry.base import Telemetry
+from ..runtime.base import INPUTS_ROOT, OUT_ROOT, BuildResult, RunResult, Runtime
 from .plan import DOC_NAME, Item, fill
 
 
 @dataclass
 class Bench:
     """What every rep of a round runs on: the runtime, the builds, the node's telemetry."""
-    rt: Any
+    rt: Runtime
     builds: dict[str, BuildResult]
     src_dirs: dict[str, Path]
     inputs: Path
     work: Path
     gpus: bool
-    tele: Any
+    tele: Telemetry
     preflight: dict
     profile: Profile
     models: dict[str, str] | None = None    # model file name -> host path, mounted read-only
@@ -64,7 +65,7 @@ def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
                log_tail=tail[-protocol.LOG_TAIL_LINES:], repeat=item.repeat)
 
 
-def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]) -> tuple[Rep, Path, RunResult]:
+def run_rep(b: Bench, item: Item, attempt: int, emit: ev.Emit) -> tuple[Rep, Path, RunResult]:
     """One run of the bench, judged: ``ok`` reps the node may have moved become ``suspect``."""
     p = b.profile
     out_dir = b.work / "runs" / f"{item.position:04d}-{item.build}-{item.phase.replace(':', '_')}-{item.index}-{attempt}"
@@ -100,7 +101,7 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: Callable[[ev.Event], None]
 
 
 def run_until_trusted(b: Bench, item: Item, attempt: int, budget: health.RetryBudget,
-                      emit: Callable[[ev.Event], None], notice: Callable[[str, str, str], None],
+                      emit: ev.Emit, notice: ev.Notify,
                       record: Callable[[Rep, Path], None]) -> None:
     """Run ``item``, retrying while the node is suspect and the budget lasts; every attempt is recorded."""
     while True:

@@ -21,25 +21,24 @@ from ..core.backend import BackendCheck
 from ..core import lock as lockrules
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
 from ..engine import sources
-from ..engine.adapters import WRITES_LOGITS
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal, lockfile, store
 from ..clock import utc_now
 from ..runtime import make_runtime
-from ..runtime.base import BuildResult
+from ..runtime.base import BuildResult, Runtime
 from ..telemetry import open_telemetry
 from ..telemetry.facts import gpu_facts, host_facts
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
 from . import serve
-from . import served_grade
 from .adjudicate import settle
 from .builds import Builder
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
 from .node import backend, check_backend, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
 from .reps import Bench
+from .measure import measure_of
 from .speed import Speed
 
 
@@ -47,6 +46,8 @@ class Round:
     def __init__(self, cfg: RoundConfig):
         self.cfg = cfg
         self.p = cfg.profile
+        self.kind = cfg.kind            # what differs between kinds of round (round.kinds)
+        self.measure = measure_of(self.p)   # how the builds are timed: the harness, or their servers
         self.round_id = cfg.resume.plan["round_id"] if cfg.resume else new_round_id()
         self._q: queue.Queue = queue.Queue()
         self._abort = threading.Event()
@@ -62,7 +63,7 @@ class Round:
         self._tele = None               # the round's telemetry
         self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
-        self._servers: serve.Servers | None = None      # a serving round's servers
+        self.servers: serve.Servers | None = None       # a serving round's servers
         self._backend: BackendCheck | None = None      # the round's backend against the reference's
 
     # --- public --------------------------------------------------------------
@@ -72,8 +73,8 @@ class Round:
         self._abort.set()
         if self._runtime is not None:
             self._runtime.abort()
-        if self._servers is not None:     # a block in flight fails at once, and is not timed
-            self._servers.stop_all()
+        if self.servers is not None:     # a block in flight fails at once, and is not timed
+            self.servers.stop_all()
 
     @property
     def decided_by(self) -> tuple[str, str, str, int] | None:
@@ -110,15 +111,15 @@ class Round:
 
     # --- plumbing ------------------------------------------------------------
 
-    def _emit(self, e: ev.Event) -> None:
+    def emit(self, e: ev.Event) -> None:
         if self._journal is not None:
             self._journal.append(e)
         self._q.put(e)
 
-    def _notice(self, level: str, code: str, message: str) -> None:
-        self._emit(ev.Notice(level=level, code=code, message=message))
+    def notice(self, level: str, code: str, message: str) -> None:
+        self.emit(ev.Notice(level=level, code=code, message=message))
 
-    def _check_abort(self) -> None:
+    def check_abort(self) -> None:
         if self._abort.is_set():
             raise Interrupted("the round was interrupted", "Resume it with `console resume JOURNAL`, or run it again.")
 
@@ -135,11 +136,11 @@ class Round:
             status = "infra" if e.exit_code == ExitCode.INFRA else (
                 "incomplete" if e.exit_code == ExitCode.INTERRUPTED else "refused")
             message = e.paragraph()
-            self._notice("error", type(e).__name__, message)
+            self.notice("error", type(e).__name__, message)
         except Exception as e:  # a bug must still end the round cleanly
             self.exit_code = ExitCode.INFRA
             message = f"internal error: {type(e).__name__}: {e}"
-            self._notice("error", "internal", message)
+            self.notice("error", "internal", message)
         finally:
             try:
                 self._end(status, message, work)
@@ -147,8 +148,8 @@ class Round:
                 self._q.put(None)
 
     def _end(self, status: str, message: str, work: Path | None) -> None:
-        if self._servers is not None:
-            self._servers.stop_all()
+        if self.servers is not None:
+            self.servers.stop_all()
         if self._runtime is not None:
             try:
                 self._runtime.cleanup_round()
@@ -159,7 +160,7 @@ class Round:
         end = ev.RoundEnded(status=status, exit_code=int(self.exit_code),
                             receipt_path=str(self.receipt_path) if self.receipt_path else None, message=message)
         try:
-            self._emit(end)
+            self.emit(end)
         except Exception as e:  # a journal that cannot be written must not hang the viewer
             self._q.put(ev.Notice(level="error", code="journal", message=f"journal write failed: {e}"))
             self._q.put(end)
@@ -183,19 +184,18 @@ class Round:
             return "refused", receipt.verdict["reasons"][0]["message"]
         self._preflight(receipt)
         bench = self._builds(snaps, receipt, work)
-        self._emit(ev.PhaseStarted(phase="parity"))     # parity first: a failure suppresses every speed figure
+        self.emit(ev.PhaseStarted(phase="parity"))     # parity first: a failure suppresses every speed figure
         self._parity(bench, receipt)
-        if self.p.server is not None:
-            self._serve(bench, receipt)
-        if self.cfg.kind == "noise" or gate.parity_passes(receipt, self.p.gate):
-            self._speed(bench, receipt)
-            if self.p.server is not None and self.cfg.kind != "noise":
-                self._grade_served(bench, receipt)
+        self.measure.before_timed(self, bench, receipt)
+        if self.kind.times(receipt, self.p):
+            outputs = self.kind.timed(self, bench, receipt)
+            if self.kind.compares:
+                self.measure.after_timed(self, bench, receipt, outputs)
         else:
-            self._notice("warn", "speed-skipped",
-                         "speed was not measured: the candidate failed parity, so no speed credit is possible")
-        self._finish(receipt)
-        return self._status(receipt)
+            self.notice("warn", "speed-skipped",
+                        "speed was not measured: the candidate failed parity, so no speed credit is possible")
+        self.kind.finish(self, receipt)
+        return self.kind.status(receipt)
 
     # --- stages ----------------------------------------------------------------
 
@@ -210,15 +210,15 @@ class Round:
         self._tele = tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
         host.update(gpu_facts(tele))
         host["fingerprint"] = fingerprint.of_host(host).to_dict()     # which machine this is: the lock's key
-        self._emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
+        self.emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
                                    host=host, plan=self._plan(rt.kind, started_at)))
         if left:
-            self._notice("info", "cleanup", f"removed {left} container(s) left behind by an earlier crash")
+            self.notice("info", "cleanup", f"removed {left} container(s) left behind by an earlier crash")
         if cfg.resume:
-            self._notice("info", "resumed", f"resuming round {self.round_id}: "
+            self.notice("info", "resumed", f"resuming round {self.round_id}: "
                          f"{len(cfg.resume.reps)} rep(s) already recorded are kept")
         if cfg.bundle is not None:
-            self._notice("info", "bundle", f"from the bundle {cfg.bundle.root} (manifest sha256 "
+            self.notice("info", "bundle", f"from the bundle {cfg.bundle.root} (manifest sha256 "
                          f"{cfg.bundle.manifest_sha256[:12]}), checked against its manifest: no pip, no index")
         inputs = work / "inputs"
         inputs.mkdir()
@@ -226,12 +226,12 @@ class Round:
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
         model = check_model(p)
-        if p.server is not None:
+        if p.serving:
             serve.check_workload(p)
         self._harness, harness = snapshot_harness(p, work / "harness")
         self._harness_sha256 = (harness or {}).get("tree_sha256")
         self._ref_meta = reference_meta(p)
-        return Receipt(round_id=self.round_id, kind=cfg.kind, started_at=started_at, profile=p.record(),
+        return Receipt(round_id=self.round_id, kind=self.kind.name, started_at=started_at, profile=p.record(),
                        runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
                        host=host, lock=self._lock_pins(fingerprint.of_host(host)),
                        inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None,
@@ -241,11 +241,11 @@ class Round:
         """Both trees, snapshotted once: what is hashed is what is built. From a bundle, a pinned
         sdist is taken from it alone: no pip, no index."""
         p, cfg = self.p, self.cfg
-        self._emit(ev.PhaseStarted(phase="sources"))
+        self.emit(ev.PhaseStarted(phase="sources"))
         sdists = cfg.bundle.sdists if cfg.bundle is not None else None
         main = sources.snapshot(cfg.main, work / "src-main", exclude=p.exclude, sdists=sdists)
         check_protected(p, main)
-        cand = main if cfg.kind == "noise" else sources.snapshot(cfg.candidate, work / "src-candidate", main,
+        cand = main if not self.kind.compares else sources.snapshot(cfg.candidate, work / "src-candidate", main,
                                                                  exclude=p.exclude, sdists=sdists)
         self._ref_meta = same_as_main(self._ref_meta, main)
         return {"main": main, "candidate": cand}
@@ -258,28 +258,28 @@ class Round:
             return False
         receipt.apparatus = Apparatus(protected=list(self.p.protected), touched=list(touched))
         receipt.builds = {b: _build_record(s) for b, s in snaps.items()}
-        self._finish(receipt)
+        self.seal_verdict(receipt)
         return True
 
     def _preflight(self, receipt: Receipt) -> None:
         """The node must be fit before its numbers mean anything."""
-        self._emit(ev.PhaseStarted(phase="preflight"))
+        self.emit(ev.PhaseStarted(phase="preflight"))
         receipt.preflight = self._tele.preflight(rules=self.p.preflight)
-        refuse_unfit(receipt.preflight, self._notice)
-        self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self._notice, self.p.run)
+        refuse_unfit(receipt.preflight, self.notice)
+        self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self.notice, self.p.run)
         if self._gpus and hasattr(self._runtime, "gpu_request"):     # how Docker was asked for them
             receipt.runtime["gpu_request"] = self._runtime.gpu_request(self.p.run)
         # the reference must have been computed where these builds will compute (core.backend)
         here = backend(self.p, self._runtime.kind, receipt.host, receipt.preflight, self._gpus)
-        self._backend = check_backend(self.p, here, self._ref_meta, self._notice)
+        self._backend = check_backend(self.p, here, self._ref_meta, self.notice)
 
     def _builds(self, snaps: dict[str, sources.Snapshot], receipt: Receipt, work: Path) -> Bench:
         """main, then the candidate (main's own build in a noise round), and the bench over them."""
-        self._emit(ev.PhaseStarted(phase="build"))
+        self.emit(ev.PhaseStarted(phase="build"))
         builder = Builder(self.cfg, self._runtime, self.round_id, self._harness, self._harness_sha256,
-                          self._emit, self._notice, self._check_abort)
+                          self.emit, self.notice, self.check_abort)
         builds = {"main": builder.build("main", snaps["main"])}
-        builds["candidate"] = builds["main"] if self.cfg.kind == "noise" else builder.build("candidate", snaps["candidate"])
+        builds["candidate"] = builder.build("candidate", snaps["candidate"]) if self.kind.compares else builds["main"]
         receipt.builds = {b: _build_record(snaps[b], builds[b]) for b in ("main", "candidate")}
         return Bench(rt=self._runtime, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()},
                      inputs=work / "inputs", work=work, gpus=self._gpus, tele=self._tele,
@@ -288,9 +288,7 @@ class Round:
 
     # --- steps -----------------------------------------------------------------
 
-    def _clear_leftovers(self, rt) -> int:
-        if rt.kind != "docker":
-            return 0
+    def _clear_leftovers(self, rt: Runtime) -> int:
         left = rt.cleanup_leftovers(stale_after_s=max(600.0, 2 * self.p.run.timeout_s))
         if self.cfg.resume:
             # the rep in flight when the console died may still be running: it must not
@@ -301,14 +299,14 @@ class Round:
     def _earlier_rounds(self, snaps: dict[str, sources.Snapshot]) -> str | None:
         """Read the experiment's earlier rounds before anything is built: when they already decided
         it, the round ends here (with that round's exit code, nothing sealed) and says by which round."""
-        if self.cfg.kind != "round":
+        if not self.kind.looks_back:
             return None
         look = self._look({b: s.record.get("tree_sha256") for b, s in snaps.items()})
         if look.decided_by is None or self.cfg.resume:
             return None
         self.exit_code = look.decided_by[3]     # a decided regression still fails the job that reruns it
         said = look.decided_sentence()
-        self._notice("info", "already-decided", said)
+        self.notice("info", "already-decided", said)
         return said
 
     def _look(self, trees: dict[str, str | None]) -> reruns.LookBack:
@@ -326,7 +324,7 @@ class Round:
             pins = Pins.from_dict({**pins.to_dict(),
                                    **lockfile.pins_for(Path(lock), self.p, node, ledger_dir=self.cfg.out_dir)})
         for x in pins.passed_over:
-            self._notice("warn", "pin-other-node", lockrules.passed_over_sentence(x, node.digest))
+            self.notice("warn", "pin-other-node", lockrules.passed_over_sentence(x, node.digest))
         return pins
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:
@@ -334,19 +332,17 @@ class Round:
         par = receipt.parity = checks.new_record(b, self._ref_meta, self._backend)
         record = lambda rep, _dir: receipt.reps.append(rep)  # noqa: E731
         # the bench's own output can be checked (a serving round's is checked through its server)
-        serving = self.p.bench.mode == "serve"
-        logits_out = WRITES_LOGITS[self.p.bench.adapter] and not serving
-        for build in (["main"] if self.cfg.kind == "noise" else ["main", "candidate"]):
-            self._check_abort()
-            side = checks.logits_side(b, build, ref, self._check_abort)
+        logits_out = self.measure.writes_logits
+        for build in self.kind.builds:
+            self.check_abort()
+            side = checks.logits_side(b, build, ref, self.check_abort)
             setattr(par, build, side)
-            checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self._emit)
+            checks.emit_grades(side, build, par.main if build == "candidate" else None, b, self.emit)
             if logits_out:
-                par.scored_path[build] = checks.scored_path(b, build, ref, self._emit, record)
-        if not logits_out and not serving:     # said once; the gate says "unchecked"
-            self._notice("warn", "scored-path", f"the {self.p.bench.adapter} adapter's bench writes no logits: "
-                         "what the timed runs compute is not compared with the reference")
-        if self.cfg.kind == "noise":
+                par.scored_path[build] = checks.scored_path(b, build, ref, self.emit, record)
+        if (unchecked := self.measure.unchecked(self.p)) is not None:     # said once; the gate says "unchecked"
+            self.notice("warn", "scored-path", unchecked)
+        if not self.kind.compares:
             par.candidate = par.main
             if "main" in par.scored_path:      # absent when the bench writes no logits
                 par.scored_path["candidate"] = par.scored_path["main"]
@@ -356,7 +352,7 @@ class Round:
             return
         if not gate.grade_parity(receipt, self.p.gate).passed:
             # the round stops at the stage that rejects it: no score could undo a parity failure
-            self._notice("info", "accuracy-skipped", "task accuracy was not measured: parity already rejects "
+            self.notice("info", "accuracy-skipped", "task accuracy was not measured: parity already rejects "
                          "the candidate, and no score could change that")
         else:
             self._accuracy(b, receipt)
@@ -370,84 +366,58 @@ class Round:
         border = gate.borderline(par.candidate, graded, rules)
         if not border:
             return
-        par.adjudication = settle(b, border, ref, bool((self._ref_meta or {}).get("same_as_main")),
-                                  self._emit, self._check_abort)
+        par.adjudication = settle(b, border, ref, self.same_as_main,
+                                  self.emit, self.check_abort)
         ruling = gate.adjudicate(par.candidate, graded, rules, par.adjudication)
         if ruling is not None:
-            self._emit(ev.AdjudicationStep(step="ruling", message=ruling.summary, figures=ruling.to_dict(),
+            self.emit(ev.AdjudicationStep(step="ruling", message=ruling.summary, figures=ruling.to_dict(),
                                            ok=ruling.passed))
         # the depths as the gate now grades them
-        checks.emit_grades(par.candidate, "candidate", par.main, b, self._emit, par.adjudication)
+        checks.emit_grades(par.candidate, "candidate", par.main, b, self.emit, par.adjudication)
 
     def _accuracy(self, b: Bench, receipt: Receipt) -> None:
         """Task accuracy, before speed: the reference's build (main's image when the reference is
         main's own source) and the candidate answer the task set; the gate scores both."""
-        self._emit(ev.PhaseStarted(phase="accuracy"))
+        self.emit(ev.PhaseStarted(phase="accuracy"))
         record, tasks = accuracy_stage.new_record(b)
         receipt.accuracy = record
         if not (self._ref_meta or {}).get("same_as_main"):
             record.reference = AccuracySide(build="", error="the reference was not captured from main's source: "
                                             "there is no reference build in the round to answer the task set")
         else:
-            record.reference = accuracy_stage.answer(b, "reference", "main", tasks, self._emit, self._check_abort)
-        record.candidate = accuracy_stage.answer(b, "candidate", "candidate", tasks, self._emit, self._check_abort)
+            record.reference = accuracy_stage.answer(b, "reference", "main", tasks, self.emit, self.check_abort)
+        record.candidate = accuracy_stage.answer(b, "candidate", "candidate", tasks, self.emit, self.check_abort)
         table, reasons = gate.grade_accuracy(receipt, self.p.gate)
-        self._emit(ev.AccuracyGraded(grade={k: v for k, v in (table or {}).items()
+        self.emit(ev.AccuracyGraded(grade={k: v for k, v in (table or {}).items()
                                             if k not in ("reference_ok", "candidate_ok")},
                                      reasons=[r.message for r in reasons]))
 
-    def _serve(self, b: Bench, receipt: Receipt) -> None:
-        """A serving round: each build's server is started and checked against the reference's tokens
-        before anything is timed; the timed blocks then go through the same servers."""
-        self._emit(ev.PhaseStarted(phase="server"))
-        servers = self._servers = serve.Servers(b, self._notice, slots=self._slots())
-        builds = ["main"] if self.cfg.kind == "noise" else ["main", "candidate"]
-        check = receipt.parity.server = serve.check(b, servers, builds, self._emit, self._check_abort,
-                                                    bool((self._ref_meta or {}).get("same_as_main")))
-        if self.cfg.kind == "noise":
-            check.candidate = check.main
-        b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
-
-    def _grade_served(self, b: Bench, receipt: Receipt) -> None:
-        """After the timed blocks, outside the clock, with every server stopped: the served tokens
-        of both builds, teacher-forced through the reference build (round.served_grade)."""
-        if self._servers is not None:
-            self._servers.stop_all()
-        served_grade.grade(b, receipt, self._emit, bool((self._ref_meta or {}).get("same_as_main")))
-
     def _plan(self, runtime: str, started_at: str) -> dict:
         """What the round will do, journaled first and shown by every viewer's progress."""
-        return plan_record(self.cfg, self.round_id, runtime, started_at)
+        return self.kind.plan(plan_record(self.cfg, self.round_id, runtime, started_at), self.p)
 
-    def _status(self, receipt: Receipt) -> tuple[str, str]:
-        """How the round ended once its verdict is sealed."""
-        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+    @property
+    def same_as_main(self) -> bool:
+        """Whether the reference was captured from main's own source (its build is main's)."""
+        return self.same_as_main
 
-    def _slots(self) -> int:
-        """Requests each server is started to hold at once: the profile's concurrency."""
-        return self.p.server.concurrency
+    def speed_stage(self) -> Speed:
+        return Speed(self.cfg, self.emit, self.notice, self.check_abort, self._look)
 
-    def _speed_stage(self) -> Speed:
-        return Speed(self.cfg, self._emit, self._notice, self._check_abort, self._look)
-
-    def _speed(self, b: Bench, receipt: Receipt) -> None:
-        self._speed_stage().run(b, receipt)
-
-    def _finish(self, receipt: Receipt) -> None:
+    def seal_verdict(self, receipt: Receipt) -> None:
         """The verdict (the gate's alone), then seal, reports and the lock."""
         rules = self.p.gate
         receipt.ended_at = utc_now()
         receipt.summary = gate.summarize(receipt, rules)
         verdict = gate.decide(receipt, rules)
         receipt.verdict = verdict.to_dict()
-        if receipt.kind == "noise":  # what the lock stores per node: the gate's own report
-            receipt.noise = verdict.noise or {}
-        self._emit(ev.PhaseStarted(phase="verdict"))
-        self._emit(ev.VerdictReady(verdict=receipt.verdict))
-        sealed = after.seal(self.cfg.out_dir, receipt, self._notice)
+        self.kind.on_verdict(receipt, verdict)
+        self.emit(ev.PhaseStarted(phase="verdict"))
+        self.emit(ev.VerdictReady(verdict=receipt.verdict))
+        sealed = after.seal(self.cfg.out_dir, receipt, self.notice)
         self.receipt, self.receipt_path = sealed.document, sealed.path
         self.exit_code = verdict.exit_code
-        after.raise_pins(self.cfg.lock_path, sealed, self.p, self._notice)
+        after.raise_pins(self.cfg.lock_path, sealed, self.p, self.notice)
 
 
 def _build_record(snap: sources.Snapshot, built: BuildResult | None = None) -> Build:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Callable
 
 from .. import events as ev
 from ..core import adjudication as adj
@@ -39,7 +38,7 @@ LOG_LINES = 12
 class Servers:
     """The round's servers, one per build, started on demand and stopped at the end."""
 
-    def __init__(self, b: Bench, notice: Callable[[str, str, str], None], slots: int = 0):
+    def __init__(self, b: Bench, notice: ev.Notify, slots: int = 0):
         self.b, self.spec, self._notice = b, b.profile.server, notice
         # the load of the next block (a sweep changes it per level), and the server's slots for it
         self.load = Level(self.spec.concurrency, self.spec.rate)
@@ -161,8 +160,8 @@ def tail(log: str) -> str:
 
 # --- the server check ----------------------------------------------------------------
 
-def check(b: Bench, servers: Servers, builds: list[str], emit: Callable[[ev.Event], None],
-          check_abort: Callable[[], None], same_as_main: bool = True) -> ServedCheck:
+def check(b: Bench, servers: Servers, builds: list[str], emit: ev.Emit,
+          check_abort: ev.CheckAbort, same_as_main: bool = True) -> ServedCheck:
     """Greedy completions through each server against the reference's tokens, and a repeated prompt.
     The tokens come from the harness on main's build: the reference's own when the reference was
     captured from main's source, else main's (said, and recorded as the check's basis)."""

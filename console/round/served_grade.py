@@ -17,7 +17,6 @@ import random
 import secrets
 import time
 from pathlib import Path
-from typing import Callable
 
 from .. import events as ev
 from ..core.receipt import BUILDS, Receipt
@@ -72,7 +71,7 @@ def _pool(work: Path, receipt: Receipt) -> dict[str, list[GradedRequest]]:
     return out
 
 
-def grade(b: Bench, receipt: Receipt, emit: Callable[[ev.Event], None], same_as_main: bool) -> ServedGrade:
+def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> ServedGrade:
     """Draw, teacher-force and record both builds' served requests (``receipt.parity.server.graded``)."""
     spec = b.profile.server.grade
     record = ServedGrade(margin=spec.margin, false_reject=spec.false_reject,

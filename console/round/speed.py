@@ -15,21 +15,20 @@ from .. import events as ev
 from ..core import gate, health, reruns, sequential, sizing
 from ..core.receipt import Receipt, Rep, RepKey, Sequential
 from ..core.verdict import json_safe
-from ..engine.adapters import WRITES_LOGITS
-from . import parity as checks
 from .inputs import warm_read
 from .plan import Item, RoundConfig, pair_budget, schedule_head, schedule_tail, timed_pair
 from .reps import Bench, run_until_trusted
 
 
 class Speed:
-    def __init__(self, cfg: RoundConfig, emit: Callable[[ev.Event], None], notice: Callable[[str, str, str], None],
-                 check_abort: Callable[[], None], look: Callable[[dict], reruns.LookBack]):
+    def __init__(self, cfg: RoundConfig, emit: ev.Emit, notice: ev.Notify,
+                 check_abort: ev.CheckAbort, look: Callable[[dict], reruns.LookBack]):
         self.cfg, self.p = cfg, cfg.profile
         self._emit, self._notice, self._check_abort, self._look = emit, notice, check_abort, look
 
-    def run(self, b: Bench, receipt: Receipt) -> None:
-        """Warm-up, timed pairs until decided, the tail (guards), the timed path's check."""
+    def run(self, b: Bench, receipt: Receipt) -> dict[str, list[tuple[Rep, Path]]]:
+        """Warm-up, timed pairs until decided, the tail (guards); returns the timed runs' outputs by
+        build (the timed path's check reads them)."""
         p, cfg = self.p, self.cfg
         done = cfg.resume.done_reps() if cfg.resume else {}
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
@@ -63,8 +62,7 @@ class Speed:
         pairs = self.timed_pairs(receipt, run, len(head), done, repeat)
         run(schedule_tail(p, len(head) + 2 * pairs))
         self.check_sized(receipt)
-        if cfg.kind != "noise" and WRITES_LOGITS[p.bench.adapter] and p.bench.mode != "serve":
-            receipt.parity.timed_path = checks.timed_path(b, timed_outputs, self._notice)
+        return timed_outputs
 
     def size(self, receipt: Receipt, resumed: list[Rep]) -> int:
         """Repeats per timed run (bench.min_seconds), from the full-length warm-ups; recorded. A resumed
@@ -112,7 +110,7 @@ class Speed:
         while k < limit:
             run(timed_pair(p, k, start + 2 * k, repeat))
             k += 1
-            if cfg.kind == "noise":
+            if not cfg.kind.decides:    # it measures its whole budget
                 continue
             d = gate.progress(receipt, p.gate)
             if d is None:
@@ -134,7 +132,7 @@ class Speed:
                 stopped = "budget-minutes"
                 break
         if seq is not None:
-            seq.stopped = stopped if cfg.kind != "noise" else ""
+            seq.stopped = stopped if cfg.kind.decides else ""
             seq.minutes = round((time.monotonic() - started) / 60, 3)
             if stopped in ("decided", "settle-budget"):
                 seq.decided_at = decided_at or k
@@ -144,7 +142,7 @@ class Speed:
         """What the stopping rule reads besides the reps: earlier rounds of this candidate
         (pooled) and the node's noise (planning only); said before the timed reps."""
         p = self.p
-        if self.cfg.kind != "round":
+        if not self.cfg.kind.looks_back:
             return
         trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
         exp = reruns.experiment(p.record(), trees)

@@ -41,6 +41,7 @@ class BuildResult:
     reused_from: dict | None = None     # {round, image_id, built_at}: an earlier build of the same key
     reproduced: dict | None = None      # --rebuild of a key built before: how its engine files compare
     compiler_cache: dict | None = None  # {tool, hits, misses, store_bytes, kept} when image.compiler_cache is on
+    path: str = ""                      # local runtime: the PATH the build ran with, which its runs get too
 
 
 @dataclass
@@ -93,7 +94,8 @@ class Runtime(Protocol):
     lacks: list[str]        # what it does not, said plainly
 
     def host_facts(self) -> dict: ...
-    def cleanup_leftovers(self) -> int: ...
+    def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int: ...   # what crashed rounds left
+    def cleanup_round(self) -> int: ...
     def recipe(self, image: "ImageSpec") -> dict[str, str]: ...  # noqa: F821
     def find_build(self, build: str, key: str, image: "ImageSpec",  # noqa: F821
                    not_id: str = "") -> BuildResult | None: ...

@@ -47,13 +47,12 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._aborted = threading.Event()
         self._servers: list[subprocess.Popen] = []
-        self._path = _BASE_ENV["PATH"]     # the profile's host PATH, set by build or find_build: runs see it too
 
     def host_facts(self) -> dict:
         return {"docker": "not used"}
 
-    def cleanup_leftovers(self) -> int:
-        return 0
+    def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
+        return 0        # a local round's processes die with their process group
 
     def cleanup_round(self) -> int:
         servers, self._servers = self._servers, []
@@ -91,11 +90,11 @@ class LocalRuntime:
         except (OSError, ValueError):
             return None
         engine = kept / "engine"
-        self._path = _search_path(image.host.path)     # its runs see the same tools as a fresh build's
         image_id = "local:" + tree_digest(engine)
         if image_id == not_id:
             return None
         return BuildResult(build=build, image_id=image_id, base_image_id="host", compiler=meta["compiler"],
+                           path=_search_path(image.host.path),     # its runs see a fresh build's tools
                            seconds=0.0, root=str(kept), tools=meta.get("tools") or {}, engine_files=_files(engine),
                            key=key, reused_from={"round": meta.get("origin", ""), "image_id": image_id,
                                                  "built_at": meta.get("built_at", "")})
@@ -120,13 +119,14 @@ class LocalRuntime:
               keep_cache: bool = False) -> BuildResult:
         root = Path(tempfile.mkdtemp(prefix=f"{build}-", dir=self.workdir))
         t0 = time.monotonic()
-        found, tools = self._assert_toolchain(build, image, on_log)
+        path = _search_path(image.host.path)    # the build's and its runs' PATH
+        found, tools = self._assert_toolchain(build, image, path, on_log)
         shutil.copytree(src_dir, root / "src", symlinks=True, ignore=shutil.ignore_patterns(".git"))
         for d in ("engine", "build"):
             (root / d).mkdir()
         # The same contract as the image: install under $PREFIX, scratch in $BUILD_DIR (both this
         # build's own, so no build can reuse another's directory), plus the image's fixed paths.
-        env = {"PATH": self._path, "LC_ALL": "C", "PREFIX": str(root / "engine"), "BUILD_DIR": str(root / "build")}
+        env = {"PATH": path, "LC_ALL": "C", "PREFIX": str(root / "engine"), "BUILD_DIR": str(root / "build")}
         store = compiler_cache.store_for("host", found) if image.compiler_cache == "ccache" else None
         # A build that may not keep what it writes (a candidate's) gets a copy of the store: the
         # harness builds with the same ccache settings, so the copy lasts until it is built too.
@@ -141,7 +141,8 @@ class LocalRuntime:
         self._keep(root, key, origin, found, tools)
         return BuildResult(build=build, image_id="local:" + tree_digest(root / "engine"),
                            base_image_id="host", compiler=found, seconds=time.monotonic() - t0,
-                           root=str(root), tools=tools, engine_files=files, key=key, compiler_cache=cache)
+                           root=str(root), tools=tools, engine_files=files, key=key, compiler_cache=cache,
+                           path=path)
 
     def _build_engine(self, build: str, image: ImageSpec, root: Path, env: dict[str, str],
                       store: Path | None, on_log: LogSink) -> dict | None:
@@ -158,10 +159,11 @@ class LocalRuntime:
                  lambda line: (lines.append(line), on_log(line)), env)
         return {"tool": "ccache", **compiler_cache.parse_stats(lines)}
 
-    def _assert_toolchain(self, build: str, image: ImageSpec, on_log: LogSink) -> tuple[str, dict[str, str]]:
-        """The host's compiler and tools, each the exact version the profile pins (image.host, else the image's)."""
+    def _assert_toolchain(self, build: str, image: ImageSpec, path: str,
+                          on_log: LogSink) -> tuple[str, dict[str, str]]:
+        """The host's compiler and tools, each the exact version the profile pins (image.host, else the
+        image's), found on ``path``."""
         compiler, probe, pinned = image.toolchain(self.kind)
-        path = self._path = _search_path(image.host.path)   # the build's and its runs' PATH
         found = _probe(probe, path)
         if found != compiler:
             raise CompilerMismatch(build, compiler, found, host_packages=image.packages)
@@ -214,7 +216,7 @@ class LocalRuntime:
         root = Path(built.root)
         model_dir = self._model_links(models)
         args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
-        env = {**_BASE_ENV, "PATH": self._path, **{k: os.environ[k] for k in run.env if k in os.environ}}
+        env = _run_env(built, run)
         log = out_dir / "server.log"
         with open(log, "wb") as sink:
             try:
@@ -251,7 +253,7 @@ class LocalRuntime:
         root = Path(built.root)
         model_dir = self._model_links(models)
         args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
-        env = {**_BASE_ENV, "PATH": self._path, **{k: os.environ[k] for k in run.env if k in os.environ}}
+        env = _run_env(built, run)
         mem = parse_size(run.memory)
 
         def limits() -> None:  # runs in the child before exec
@@ -339,6 +341,11 @@ def _replace_root(text: str, old: str, new: str) -> str:
         boundary_after = end == len(text) or text[end] in "/ '\""
         out.append(text[i:j] + (new if boundary_before and boundary_after else old))
         i = end
+
+
+def _run_env(built: BuildResult, run: RunSpec) -> dict[str, str]:
+    """What a run of ``built`` sees: the build's own PATH and the variables the profile passes through."""
+    return {**_BASE_ENV, "PATH": built.path or _BASE_ENV["PATH"], **{k: os.environ[k] for k in run.env if k in os.environ}}
 
 
 def _search_path(extra: tuple[str, ...]) -> str:

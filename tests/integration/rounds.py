@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from console import events as ev
-from console.engine import images, reference
+from console.engine import images
+from console.round import reference
 from console.paths import LLAMA_PROFILE
 from console.profile import Profile, load_profile
 
@@ -20,9 +21,9 @@ def llama_ready(docker_client, path: Path = LLAMA_PROFILE) -> Profile:
         if not Path(f.path).is_file():
             pytest.fail(f"the model file {f.path} is missing: run `make llama-setup`", pytrace=False)
     if not Path(profile.parity.reference).is_file():
-        sha = reference.capture(profile, lambda line: None)
-        assert sha == profile.parity.reference_sha256, (
-            "this node's reference capture differs from the pinned one: the build is not bit-identical here")
+        got = reference.capture(profile, lambda line: None)
+        assert got.reproduces_pin, (
+            f"this node's reference capture ({got.sha256}) differs from the pinned one: {got.difference}")
     return profile
 
 

@@ -1,0 +1,71 @@
+"""How a round times its builds: runs of the bench command (the harness), or blocks of requests
+through each build's server. The profile decides which (a [server] table); the runner asks the
+measure, never the profile, what to check before the timed stage and after it."""
+from __future__ import annotations
+
+from .. import events as ev
+from ..core.receipt import Receipt
+from ..engine.adapters import WRITES_LOGITS
+from ..profile import Profile
+from . import parity as checks
+from . import serve, served_grade
+from .kinds.base import Round, TimedOutputs
+from .reps import Bench
+
+
+class Harness:
+    """The bench command, run once per rep; its logits (where it writes them) are graded too."""
+
+    def __init__(self, p: Profile):
+        self.writes_logits = WRITES_LOGITS[p.bench.adapter]
+
+    def unchecked(self, p: Profile) -> str | None:
+        """Said once when what the timed runs compute cannot be compared with the reference."""
+        if self.writes_logits:
+            return None
+        return (f"the {p.bench.adapter} adapter's bench writes no logits: what the timed runs compute is not "
+                "compared with the reference")
+
+    def before_timed(self, rnd: Round, b: Bench, receipt: Receipt) -> None:
+        """Nothing to start: each rep runs the bench command afresh."""
+
+    def after_timed(self, rnd: Round, b: Bench, receipt: Receipt, outputs: TimedOutputs) -> None:
+        """The timed runs' own logits against the reference (the timed path)."""
+        if self.writes_logits:
+            receipt.parity.timed_path = checks.timed_path(b, outputs, rnd.notice)
+
+
+class Served:
+    """Each build's server, started and checked against the reference's tokens before anything is
+    timed; the timed blocks go through the same servers; what they served is graded afterwards."""
+    writes_logits = False       # its bench is the server: checked through it, not through logits
+
+    def __init__(self, p: Profile):
+        pass
+
+    def unchecked(self, p: Profile) -> str | None:
+        return None
+
+    def before_timed(self, rnd: Round, b: Bench, receipt: Receipt) -> None:
+        rnd.emit(ev.PhaseStarted(phase="server"))
+        servers = rnd.servers = serve.Servers(b, rnd.notice, slots=rnd.kind.slots(rnd.p))
+        check = receipt.parity.server = serve.check(b, servers, rnd.kind.builds, rnd.emit, rnd.check_abort,
+                                                    rnd.same_as_main)
+        if not rnd.kind.compares:
+            check.candidate = check.main
+        b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
+
+    def after_timed(self, rnd: Round, b: Bench, receipt: Receipt, outputs: TimedOutputs) -> None:
+        """After the timed blocks, outside the clock, with every server stopped: the served tokens
+        of both builds, teacher-forced through the reference build (round.served_grade)."""
+        if rnd.servers is not None:
+            rnd.servers.stop_all()
+        served_grade.grade(b, receipt, rnd.emit, rnd.same_as_main)
+
+
+Measure = Harness | Served
+
+
+def measure_of(p: Profile) -> Measure:
+    """The one place that asks whether a profile serves."""
+    return Served(p) if p.serving else Harness(p)
