@@ -10,7 +10,7 @@ import pytest
 
 from console.engine import sources
 from console.errors import UsageError
-from console.paths import LLAMA_BENCH_PROFILE, LLAMA_PROFILE
+from console.paths import LLAMA_BENCH_PROFILE, LLAMA_PROFILE, SERVER_PROFILE
 from console.profile import ProfileError, Source, load_profile
 from console.round.inputs import check_model, check_protected, harness_record
 from console.round.plan import document_problem, fill, make_schedule
@@ -232,3 +232,18 @@ def test_the_gpu_harness_takes_cuda_lib_or_says_what_is_missing(tmp_path):
     assert code == 0 and f"-L{tmp_path / 'cuda' / 'lib64'} " in out
     code, out = _link_line(tmp_path / "elsewhere", {"CUDA_LIB": str(tmp_path / "none")}, "cuda")
     assert code == 1 and "set CUDA_LIB" in out
+
+
+@pytest.mark.parametrize("path", [LLAMA_PROFILE, SERVER_PROFILE], ids=lambda p: p.stem)
+def test_each_shipped_top_k_pin_has_its_digest_committed_beside_it(path):
+    """A fresh node that captures something other than the pin compares with the pin's digest (the
+    first tokens of each row) to say how it differs: the digest of every shipped pin is committed."""
+    from console.core import refdiff
+    from console.engine import reffile
+    from console.round.reference import digest_path
+    p = load_profile(path)
+    digest = digest_path(p, p.parity.reference_sha256)
+    assert digest.is_file(), f"no digest of the pinned reference at {digest}: capture it with --write-profile"
+    ref = reffile.read_topk(digest, depths=len(p.parity.depths), rows=p.parity.rows, vocab=p.parity.vocab,
+                            k=refdiff.DIGEST_K, max_bytes=1 << 24)
+    assert refdiff.compare(ref, ref, p.parity.depths).identical

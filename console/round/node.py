@@ -28,7 +28,7 @@ def use_gpus(want: str, rt, host: dict, notice: ev.Notify, run=None) -> bool:
     if want == "none":
         return False
     have = bool(host.get("gpus"))
-    runtime_ok = rt.kind == "local" or getattr(rt, "has_gpu_runtime", lambda run=None: False)(run)
+    runtime_ok = rt.has_gpu_runtime(run)
     if have and runtime_ok:
         return True
     if not have:

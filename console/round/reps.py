@@ -88,7 +88,7 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: ev.Emit) -> tuple[Rep, Pat
     # Under Docker the engine is outside the console's process tree, so its CPU time
     # would read as "other processes"; under the local runtime it is a waited-for child
     # and is already counted as the console's own.
-    rep.telemetry = (health.attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if b.rt.kind == "docker"
+    rep.telemetry = (health.attribute_engine_cpu(summary, res.cpu_s, p.run.cpus) if b.rt.engine_outside
                      else summary)
     if rep.status == "ok":
         rep.suspect = health.classify_rep(summary, b.preflight, p.health)

@@ -89,7 +89,7 @@ class Resume:
         if d and rt.image_exists(d["image_id"]):
             return BuildResult(build=build, image_id=d["image_id"], base_image_id=d["base_image_id"],
                                compiler=d["compiler"], seconds=d["seconds"])
-        if self.reps and rt.kind == "docker":
+        if self.reps and rt.journaled_images:
             raise InfraError(f"cannot resume: the {build} image recorded by the journal is gone",
                              "Run the round again from the start.")
         return None

@@ -90,10 +90,14 @@ engine's processes, which GPU telemetry must not mistake for foreign ones.
 
 class Runtime(Protocol):
     kind: str
+    engine_outside: bool    # the engine runs outside the console's process tree (Docker)
+    journaled_images: bool  # a journal's recorded images are what a resumed round must find again
     isolation: list[str]    # what this runtime enforces, for the receipt
     lacks: list[str]        # what it does not, said plainly
 
     def host_facts(self) -> dict: ...
+    def has_gpu_runtime(self, run: "RunSpec | None" = None) -> bool: ...  # noqa: F821
+    def image_exists(self, image_id: str) -> bool: ...
     def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int: ...   # what crashed rounds left
     def cleanup_round(self) -> int: ...
     def recipe(self, image: "ImageSpec") -> dict[str, str]: ...  # noqa: F821

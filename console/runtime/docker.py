@@ -199,6 +199,9 @@ class _BuildLog:
 
 class DockerRuntime:
     kind = "docker"
+    # the engine runs outside the console's process tree (its CPU time reads as another process's)
+    engine_outside = True
+    journaled_images = True     # a journal names its builds' images, which a resumed round needs
     isolation = ["no network", "read-only root filesystem", "source mounted read-only",
                  "writable output directory only (size-limited)", "CPU, memory and process limits",
                  "all capabilities dropped", "no new privileges", "non-root user",

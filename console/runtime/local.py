@@ -32,6 +32,8 @@ _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
 
 class LocalRuntime:
     kind = "local"
+    engine_outside = False      # a waited-for child: its CPU time is the console's own
+    journaled_images = False    # a resumed round finds its builds by their keys instead
     isolation = ["fresh build directory per build", "own process group (killed as a whole)",
                  "wall-clock timeout", "address-space limit", "output directory size limit",
                  "environment limited to the profile's names"]
@@ -50,6 +52,9 @@ class LocalRuntime:
 
     def host_facts(self) -> dict:
         return {"docker": "not used"}
+
+    def has_gpu_runtime(self, run: RunSpec | None = None) -> bool:
+        return True     # the host's own processes: they see the host's GPUs
 
     def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
         return 0        # a local round's processes die with their process group

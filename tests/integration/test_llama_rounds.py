@@ -87,6 +87,20 @@ def test_two_releases_go_through_a_whole_round(llama, release_round, docker_clie
         assert size - base < 150 * 2**20, (b, size, base)
 
 
+def test_the_reference_capture_does_not_depend_on_the_engines_thread_count(llama, tmp_path):
+    """Captured with two threads instead of the profile's one (main's build, reused by its key), the
+    reference is the pinned bytes: a node's pin holds whatever thread count captured it. The numpy
+    side (dispatch, BLAS threads) is tests/test_reference_dispatch.py's."""
+    import dataclasses
+    from console.round import reference
+    two = dataclasses.replace(llama, run=dataclasses.replace(llama.run, threads=2, cpus=2.0),
+                              parity=dataclasses.replace(llama.parity, reference=str(tmp_path / "reference-topk.npz")))
+    said: list[str] = []
+    got = reference.capture(two, said.append)
+    assert any("--threads 2" in line for line in said), said
+    assert got.reproduces_pin, (got.sha256, got.difference)
+
+
 def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, release_round, tmp_path,
                                                                     docker_client):
     # engine images kept from an earlier run on this node would be reused: the candidate is built here
