@@ -9,7 +9,10 @@
 - ``reps``: running one rep (quiet start, timing from outside, retries of suspect reps);
 - ``speed``: the plan, warm-up, timed pairs until decided, the guards, the timed path;
 - ``resume``: continuing an interrupted round from its journal;
-- ``after``: sealing the receipt, the reports and the lock update;
+- ``after``: sealing the receipt and the lock update (reports are exports of the sealed receipt);
+- ``kinds``: what differs between kinds of round (``compare``, ``noise``, ``sweep``), one module each;
+- ``measure``: how builds are timed (the harness, or each build's server);
+- ``reference``: capturing the parity reference (a small round of its own);
 - ``runner``: ``Round``, which calls the stages top to bottom and streams events;
 - ``follow``: a round followed to its end from a terminal or a batch job, under signals.
 """
