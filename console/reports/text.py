@@ -15,6 +15,8 @@ import xml.etree.ElementTree as ET
 
 from .. import events as ev
 from ..core.progress import Tracker, build_how, build_step, duration
+from ..core.adjudication import Adjudication
+from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt, as_receipt
 from ..core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
@@ -255,24 +257,25 @@ def source_text(src: dict) -> str:
 
 # --- files written beside the receipt ----------------------------------------
 
-def junit_xml(receipt: dict, verdict: dict) -> str:
+def junit_xml(receipt: Receipt | Mapping[str, Any], verdict: dict) -> str:
     """One test case per gate stage, so CI dashboards show where a round stopped. A reason is a
     failure only when the verdict fails the job (its exit code); an outcome that exits 0 (none,
     undecided, slower recorded) states its reasons as the stage's output instead."""
+    r = as_receipt(receipt)
     stages: dict[str, list] = {"parity": [], "claims": [], "guards": [], "verdict": []}
-    for r in verdict.get("reasons", []):
-        stages[stage_of(str(r.get("code", "")))].append(r)
+    for reason in verdict.get("reasons", []):
+        stages[stage_of(str(reason.get("code", "")))].append(reason)
     fails = verdict.get("exit_code") not in (0, None)
-    suite = ET.Element("testsuite", name=f"bench-console round {receipt.get('round_id', '')}",
+    suite = ET.Element("testsuite", name=f"bench-console round {r.round_id}",
                        tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs) if fails else 0))
-    classname = f"bench-console.{(receipt.get('profile') or {}).get('name', '?')}"
+    classname = f"bench-console.{r.profile.name}"
     for name, rs in stages.items():
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        for r in rs:
+        for reason in rs:
             if fails:
-                ET.SubElement(case, "failure", message=str(r.get("message", "")))
+                ET.SubElement(case, "failure", message=str(reason.get("message", "")))
             else:
-                ET.SubElement(case, "system-out").text = f"{verdict.get('outcome')}: {r.get('message', '')}"
+                ET.SubElement(case, "system-out").text = f"{verdict.get('outcome')}: {reason.get('message', '')}"
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
@@ -287,77 +290,92 @@ def gain_phrase(verdict: dict) -> str:
     return f" — gain {s['gain']:+.1%}, interval [{iv}]{level}"
 
 
-def markdown_summary(receipt: dict, verdict: dict) -> str:
-    lines = [f"# Round {receipt.get('round_id')} — {receipt.get('profile', {}).get('name')}", "",
+def markdown_summary(receipt: Receipt | Mapping[str, Any], verdict: dict) -> str:
+    r = as_receipt(receipt)
+    lines = [f"# Round {r.round_id} — {r.profile.name}", "",
              f"**Verdict: {verdict.get('outcome')}" + (f", tier {tier_text(verdict).lower()}" if verdict.get("tier")
                                                        else "") + "**" + gain_phrase(verdict), ""]
-    for r in verdict.get("reasons", []):
-        lines.append(f"- {r.get('message')}")
+    for reason in verdict.get("reasons", []):
+        lines.append(f"- {reason.get('message')}")
     for w in verdict.get("warnings", []):
         lines.append(f"- warning: {w.get('message')}")
-    s = verdict.get("speed") or {}
-    d = s.get("decision")
-    if isinstance(d, dict):
-        iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
-        pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
-        gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
-        said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.get("outcome"), "Not decided")
-        settle = (receipt.get("sequential") or {}).get("decided_at")
-        when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
-        lines += ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
-                      f"{1 - s.get('confidence', 0.99):.0%} false-accept level ({s.get('method')})."]
-        plan = (receipt.get("sequential") or {}).get("preview")
-        if isinstance(plan, dict) and plan.get("decidable_gain") is not None:
-            lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
-                         f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
+    lines += _decision_lines(r, verdict)
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
-    for b in ("main", "candidate"):
-        bd = receipt.get("builds", {}).get(b, {})
-        s = receipt.get("summary", {}).get(b, {})
-        med = f"{s['median']:.2f}" if s.get("median") is not None else "-"
-        spread = f"{s['spread']:.2%}" if s.get("spread") is not None else "-"
-        lines.append(f"| {b} | `{(bd.get('image_id') or 'not built')[:19]}` | {bd.get('compiler') or '-'} | {med} | {s.get('n', 0)} | {spread} |")
-    par = receipt.get("parity", {})
-    if par.get("candidate", {}).get("depths"):
-        lines += ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
-                      "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        main = {d["depth"]: d for d in par.get("main", {}).get("depths", [])}
-        grades = {row.get("depth"): row.get("status") for row in (verdict.get("parity") or {}).get("depths") or []}
-        sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
-        for d in par["candidate"]["depths"]:
-            m, s = main.get(d["depth"], {}), d.get("stats") or {}   # no stats in older receipts
-            kl = sci(d["kl"]) + ("" if s.get("kl_se") is None else f" ± {s['kl_se']:.1e}")
-            top1 = f"{d['top1']:.3f}" + ("" if s.get("top1_se") is None else f" ± {s['top1_se']:.3f}")
-            spread = " | ".join(sci(s.get(k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999", "kl_max"))
-            lines.append(f"| {d['depth']} | {grades.get(d['depth'], '-')} | {sci(m.get('kl'))} | {kl} | {spread} | {top1} "
-                         f"| {sci(s.get('rms_dp'))} |")
-        lines += ["", f"KL(reference ‖ build) in nats over {par.get('reference', {}).get('rows', '?')} rows per depth "
-                      "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square change "
-                      "in the probability of the document's next token. The gate judges mean KL and top-1 only."]
-    lines += _adjudication_lines(receipt, verdict) + _accuracy_lines(verdict)
+    for b in BUILDS:
+        bd, fig = r.builds.get(b), (r.summary or {}).get(b, Figures())
+        med = "-" if fig.median is None else f"{fig.median:.2f}"
+        spread = "-" if fig.spread is None else f"{fig.spread:.2%}"
+        image, compiler = (bd.image_id, bd.compiler) if bd else (None, None)
+        lines.append(f"| {b} | `{(image or 'not built')[:19]}` | {compiler or '-'} | {med} | {fig.n} | {spread} |")
+    lines += _parity_lines(r.parity, verdict)
+    lines += _adjudication_lines(r.parity.adjudication, verdict) + _accuracy_lines(verdict)
     return "\n".join(lines) + "\n"
 
 
-def _adjudication_lines(receipt: dict, verdict: dict) -> list[str]:
+def _decision_lines(r: Receipt, verdict: dict) -> list[str]:
+    """Where the stopping rule left the round, and what its plan said it could decide."""
+    s = verdict.get("speed") or {}
+    d = s.get("decision")
+    if not isinstance(d, dict):
+        return []
+    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
+    pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
+    gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
+    said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.get("outcome"), "Not decided")
+    seq = r.sequential
+    settle = seq.decided_at if seq else None
+    when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
+    lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
+                 f"{1 - s.get('confidence', 0.99):.0%} false-accept level ({s.get('method')})."]
+    plan = seq.preview if seq else None
+    if isinstance(plan, dict) and plan.get("decidable_gain") is not None:
+        lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
+                     f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
+    return lines
+
+
+def _parity_lines(par: ParityRecord, verdict: dict) -> list[str]:
+    """The candidate's figures per depth beside main's and the gate's grade."""
+    if not (par.candidate and par.candidate.depths):
+        return []
+    lines = ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
+                 "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    grades = {row.get("depth"): row.get("status") for row in (verdict.get("parity") or {}).get("depths") or []}
+    sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
+    for d in par.candidate.depths:
+        m, s = par.main.at(d.depth) if par.main else None, d.stats    # no stats in older receipts
+        kl = sci(d.kl) + ("" if s is None or s.kl_se is None else f" ± {s.kl_se:.1e}")
+        top1 = f"{d.top1:.3f}" + ("" if s is None else f" ± {s.top1_se:.3f}")
+        spread = " | ".join(sci(s and getattr(s, k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999",
+                                                              "kl_max"))
+        lines.append(f"| {d.depth} | {grades.get(d.depth, '-')} | {sci(m and m.kl)} | {kl} | {spread} | {top1} "
+                     f"| {sci(s and s.rms_dp)} |")
+    return lines + ["", f"KL(reference ‖ build) in nats over {par.reference.get('rows', '?')} rows per depth "
+                        "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square "
+                        "change in the probability of the document's next token. The gate judges mean KL and "
+                        "top-1 only."]
+
+
+def _adjudication_lines(adj: Adjudication | None, verdict: dict) -> list[str]:
     ruling = (verdict.get("parity") or {}).get("adjudication")
-    adj = (receipt.get("parity") or {}).get("adjudication") or {}
     if not isinstance(ruling, dict):
         return []
+    depths = ruling.get("depths") or {}
     out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.get('passed') else 'rejected'}.** "
                "The reference build rerun with its alternative kernels:", "",
-           "| kernel variant | " + " | ".join(f"KL @{d}" for d in ruling.get("depths") or {}) + " |",
-           "|---|" + "---|" * len(ruling.get("depths") or {})]
-    for v in adj.get("variants") or []:
-        cells = [("error" if v.get("error") else f"{(v.get('kl') or {}).get(d, float('nan')):.3g}")
-                 for d in ruling.get("depths") or {}]
-        out.append(f"| {v.get('name')} (`{' '.join(v.get('args') or [])}`) | " + " | ".join(cells) + " |")
-    for d, x in (ruling.get("depths") or {}).items():
+           "| kernel variant | " + " | ".join(f"KL @{d}" for d in depths) + " |",
+           "|---|" + "---|" * len(depths)]
+    for v in adj.variants if adj else []:
+        # the ruling's depths are JSON keys (strings); the record's are ints
+        cells = [("error" if v.error else f"{v.kl.get(int(d), float('nan')):.3g}") for d in depths]
+        out.append(f"| {v.name} (`{' '.join(v.args)}`) | " + " | ".join(cells) + " |")
+    for d, x in depths.items():
         line = "-" if x.get("line") is None else f"{x['line']:.3g}"
         out.append(f"\nDepth {d}: candidate KL {x['kl']:.3g} against the 2x line {line}: "
                    + ("within." if x.get("within") else "over."))
     if ruling.get("candidate_disagree") is not None:
-        out.append(f"\nCompletions ({len(adj.get('positions') or [])} from the document, teacher-forced): the "
+        out.append(f"\nCompletions ({len(adj.positions) if adj else 0} from the document, teacher-forced): the "
                    f"candidate's argmax differs from the reference's tokens at {ruling['candidate_disagree']} of "
                    f"{ruling.get('positions')} positions; the reference's own kernels at {ruling.get('variant_disagree')}"
                    f" (line {ruling['agreement_line']:g}).")
@@ -404,12 +422,13 @@ def _accuracy_lines(verdict: dict) -> list[str]:
     return out
 
 
-def write_reports(out_dir: Path, receipt: dict, verdict: dict) -> list[Path]:
+def write_reports(out_dir: Path, receipt: Receipt | Mapping[str, Any], verdict: dict) -> list[Path]:
     """junit.xml and summary.md beside the receipt; under GitHub Actions the summary is also
     appended to the job's step summary (GITHUB_STEP_SUMMARY)."""
     paths = [out_dir / "junit.xml", out_dir / "summary.md"]
-    summary = markdown_summary(receipt, verdict)
-    paths[0].write_text(junit_xml(receipt, verdict))
+    r = as_receipt(receipt)
+    summary = markdown_summary(r, verdict)
+    paths[0].write_text(junit_xml(r, verdict))
     paths[1].write_text(summary)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
