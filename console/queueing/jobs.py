@@ -46,22 +46,17 @@ def remove_containers_of_ended_jobs(client, this_job: str | None) -> list[str]:
     """Remove the run containers of batch jobs the scheduler says have ended (killed outright:
     SIGKILL, a failed node), so they do not compete with this job's reps. Another job's live
     containers on a shared daemon are left alone."""
-    from ..runtime.docker import LABEL
+    from ..runtime.docker import containers_by_job, remove_container
     said: list[str] = []
-    ended: dict[str, JobState | None] = {}
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}):
-        job = c.labels.get(f"{LABEL}.slurm-job", "")
-        if not job or job == this_job:
+    for job, containers in containers_by_job(client).items():
+        if job == this_job:
             continue
-        if job not in ended:
-            ended[job] = job_state(job)
-        st = ended[job]
+        st = job_state(job)
         if st is not None and not st.ended:
             continue
-        try:
-            c.remove(force=True)
+        for c in containers:
+            why = remove_container(c)
             said.append(f"removed container {c.name} left by batch job {job} "
-                        f"({'no longer known' if st is None else st.state.lower()})")
-        except Exception as e:      # gone meanwhile: nothing to do
-            said.append(f"could not remove container {c.name} of ended job {job}: {e}")
+                        f"({'no longer known' if st is None else st.state.lower()})" if why is None else
+                        f"could not remove container {c.name} of ended job {job}: {why}")
     return said

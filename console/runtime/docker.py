@@ -74,6 +74,25 @@ def remove_images(client, image_ids: list[str]) -> dict[str, str]:
     return kept
 
 
+def containers_by_job(client) -> dict[str, list]:
+    """The console's run containers that carry a batch job's label, by that job's id."""
+    jobs: dict[str, list] = {}
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}):
+        job = c.labels.get(f"{LABEL}.slurm-job", "")
+        if job:
+            jobs.setdefault(job, []).append(c)
+    return jobs
+
+
+def remove_container(container) -> str | None:
+    """Remove one container (forced); why not, if the daemon refused (gone meanwhile, say)."""
+    try:
+        container.remove(force=True)
+    except Exception as e:
+        return _short(e)
+    return None
+
+
 def _short(e: Exception) -> str:
     text = str(e).strip().splitlines()
     return text[0][:300] if text else type(e).__name__
