@@ -17,25 +17,25 @@ Exporter = Callable[[Mapping[str, Any], Path], list[Path]]
 
 
 def _ci_reports(record: Mapping[str, Any], out: Path) -> list[Path]:
-    """junit.xml and summary.md of a sealed receipt (a sweep seals none, so has no verdict)."""
-    if record.get("kind") == "sweep":
-        return []
+    """junit.xml and summary.md of a sealed receipt."""
     return write_reports(out, dict(record), record["verdict"])
 
 
 def _sweep_page(record: Mapping[str, Any], out: Path) -> list[Path]:
     """A sweep's page, beside its document under sweeps/."""
-    if record.get("kind") != "sweep":
-        return []
     return [write_sweep_html(record, out / "sweeps" / f"{record['round_id']}.html")]
 
 
-EXPORTERS: dict[str, Exporter] = {"ci-reports": _ci_reports, "sweep-page": _sweep_page}
+# What a record is exported as, by its kind (round.kinds: its name): a sealed receipt of any kind
+# gets the CI reports; a sweep, which seals no verdict, its page.
+SEALED: dict[str, Exporter] = {"ci-reports": _ci_reports}
+EXPORTERS: dict[str, dict[str, Exporter]] = {"sweep": {"sweep-page": _sweep_page}}
 
 
 def export(record: Mapping[str, Any], out: Path) -> list[Path]:
-    """Every exporter's files for ``record``, in the order of the registry."""
-    return [path for write in EXPORTERS.values() for path in write(record, out)]
+    """Every exporter's files for ``record``, in the order of its kind's registry."""
+    return [path for write in EXPORTERS.get(str(record.get("kind", "round")), SEALED).values()
+            for path in write(record, out)]
 
 
 def export_notice(record: Mapping[str, Any], out: Path) -> ev.Notice:
