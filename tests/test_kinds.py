@@ -18,7 +18,7 @@ ROUND = Path(__file__).resolve().parents[1] / "console" / "round"
 KIND_NAMES = {"round", "noise", "sweep", "serve", "harness"}
 
 
-def _asks_which_kind(path: Path) -> list[str]:
+def _asks_which_kind(path: Path, root: Path = ROUND.parent) -> list[str]:
     """Comparisons of something's ``kind`` or ``mode`` with a kind's name, and tests of whether a
     profile has a server: what a kind or the measure answers instead."""
     found = []
@@ -30,7 +30,7 @@ def _asks_which_kind(path: Path) -> list[str]:
         attrs = {s.attr for s in sides if isinstance(s, ast.Attribute)}
         if ({"kind", "mode"} & attrs and names & KIND_NAMES) or ("server" in attrs and any(
                 isinstance(s, ast.Constant) and s.value is None for s in sides)):
-            found.append(f"{path.relative_to(ROUND.parent)}:{node.lineno}")
+            found.append(f"{path.relative_to(root)}:{node.lineno}")
     return found
 
 
@@ -42,12 +42,7 @@ def test_nothing_in_the_round_outside_the_kinds_asks_which_kind_it_runs():
 def test_the_check_finds_such_a_question(tmp_path):
     src = tmp_path / "x.py"
     src.write_text('if cfg.kind == "noise":\n    pass\nif p.server is not None:\n    pass\n')
-    global ROUND
-    here, ROUND = ROUND, tmp_path / "round"
-    try:
-        assert len(_asks_which_kind(src)) == 2
-    finally:
-        ROUND = here
+    assert _asks_which_kind(src, tmp_path) == ["x.py:1", "x.py:3"]
 
 
 def test_each_kind_says_what_it_runs_and_decides():
