@@ -93,7 +93,7 @@ def test_the_reference_capture_does_not_depend_on_the_engines_thread_count(llama
     side (dispatch, BLAS threads) is tests/test_reference_dispatch.py's."""
     import dataclasses
     from console.round import reference
-    two = dataclasses.replace(llama, run=dataclasses.replace(llama.run, threads=2, cpus=2.0),
+    two = dataclasses.replace(llama, run=dataclasses.replace(llama.run, cpus=2.0),     # {threads}: 2
                               parity=dataclasses.replace(llama.parity, reference=str(tmp_path / "reference-topk.npz")))
     said: list[str] = []
     got = reference.capture(two, said.append)
