@@ -8,12 +8,8 @@ goes into a typed receipt (``core.receipt``) whose verdict only the gate decides
 from __future__ import annotations
 
 import os
-import queue
 import shutil
-import tempfile
-import threading
 from pathlib import Path
-from typing import Iterator
 
 from .. import events as ev
 from ..core import apparatus, fingerprint, gate, reruns
@@ -21,8 +17,7 @@ from ..core.backend import BackendCheck
 from ..core import lock as lockrules
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
 from ..engine import sources
-from ..errors import ConsoleError, ExitCode, Interrupted
-from ..results import journal, lockfile, store
+from ..results import lockfile, store
 from ..clock import utc_now
 from ..runtime import make_runtime
 from ..runtime.base import BuildResult, Runtime
@@ -34,6 +29,7 @@ from . import parity as checks
 from . import serve
 from .adjudicate import settle
 from .builds import Builder
+from .lifecycle import Lifecycle
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
 from .node import backend, check_backend, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
@@ -42,21 +38,15 @@ from .measure import measure_of
 from .speed import Speed
 
 
-class Round:
+class Round(Lifecycle):
+    """The stages of a round, in order; how it runs as a thread is ``Lifecycle``'s."""
+
     def __init__(self, cfg: RoundConfig):
-        self.cfg = cfg
+        super().__init__(cfg, cfg.resume.plan["round_id"] if cfg.resume else new_round_id())
         self.p = cfg.profile
         self.kind = cfg.kind            # what differs between kinds of round (round.kinds)
         self.measure = measure_of(self.p)   # how the builds are timed: the harness, or their servers
-        self.round_id = cfg.resume.plan["round_id"] if cfg.resume else new_round_id()
-        self._q: queue.Queue = queue.Queue()
-        self._abort = threading.Event()
-        self._runtime = None
-        self.receipt: dict | None = None        # the receipt as sealed
-        self.receipt_path: Path | None = None
-        self.exit_code: int = ExitCode.INFRA
-        self._journal: journal.Journal | None = None
-        self._worker: threading.Thread | None = None
+        self._runtime: Runtime | None = None
         self._ref_meta: dict = {}
         self._harness = None            # the profile's harness as copied at the start of the round
         self._harness_sha256: str | None = None
@@ -68,86 +58,19 @@ class Round:
 
     # --- public --------------------------------------------------------------
 
-    def abort(self) -> None:
-        """Thread-safe: stop the running container and end the round as incomplete."""
-        self._abort.set()
-        if self._runtime is not None:
-            self._runtime.abort()
-        if self.servers is not None:     # a block in flight fails at once, and is not timed
-            self.servers.stop_all()
-
     @property
     def decided_by(self) -> tuple[str, str, str, int] | None:
         """(ledger id, round id, outcome, exit code) of the earlier round that had already decided
         this experiment, when this round therefore measured nothing."""
         return self._look_back.decided_by if self._look_back is not None else None     # None under --fresh
 
-    def wait(self, timeout: float) -> None:
-        """Wait for the round's worker to finish its cleanup (after an abort)."""
-        if self._worker is not None:
-            self._worker.join(timeout=timeout)
+    def _stop_running(self) -> None:
+        if self._runtime is not None:
+            self._runtime.abort()
+        if self.servers is not None:     # a block in flight fails at once, and is not timed
+            self.servers.stop_all()
 
-    def events(self) -> Iterator[ev.Event]:
-        """Yield the round's events until it ends. Ctrl-C here aborts the round,
-        which still ends with a RoundEnded event; a second Ctrl-C gives up waiting."""
-        worker = self._worker = threading.Thread(target=self._work, name=f"round-{self.round_id}", daemon=True)
-        worker.start()
-        interrupts = 0
-        while True:
-            try:
-                item = self._q.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            except KeyboardInterrupt:
-                interrupts += 1
-                self.abort()
-                if interrupts > 1:
-                    raise
-                continue
-            if item is None:
-                break
-            yield item
-        worker.join(timeout=30)
-
-    # --- plumbing ------------------------------------------------------------
-
-    def emit(self, e: ev.Event) -> None:
-        if self._journal is not None:
-            self._journal.append(e)
-        self._q.put(e)
-
-    def notice(self, level: str, code: str, message: str) -> None:
-        self.emit(ev.Notice(level=level, code=code, message=message))
-
-    def check_abort(self) -> None:
-        if self._abort.is_set():
-            raise Interrupted("the round was interrupted", "Resume it with `console resume JOURNAL`, or run it again.")
-
-    def _work(self) -> None:
-        work: Path | None = None
-        status, message = "infra", ""
-        try:
-            work = Path(tempfile.mkdtemp(prefix=f"bench-console-{self.round_id}-"))
-            self.cfg.out_dir.mkdir(parents=True, exist_ok=True)
-            self._journal = journal.Journal(journal.journal_path(self.cfg.out_dir, self.round_id))
-            status, message = self._run(work)
-        except ConsoleError as e:
-            self.exit_code = e.exit_code
-            status = "infra" if e.exit_code == ExitCode.INFRA else (
-                "incomplete" if e.exit_code == ExitCode.INTERRUPTED else "refused")
-            message = e.paragraph()
-            self.notice("error", type(e).__name__, message)
-        except Exception as e:  # a bug must still end the round cleanly
-            self.exit_code = ExitCode.INFRA
-            message = f"internal error: {type(e).__name__}: {e}"
-            self.notice("error", "internal", message)
-        finally:
-            try:
-                self._end(status, message, work)
-            finally:
-                self._q.put(None)
-
-    def _end(self, status: str, message: str, work: Path | None) -> None:
+    def _clean_up(self) -> None:
         if self.servers is not None:
             self.servers.stop_all()
         if self._runtime is not None:
@@ -155,21 +78,6 @@ class Round:
                 self._runtime.cleanup_round()
             except Exception:
                 pass
-        if self._abort.is_set() and status not in ("complete", "refused"):
-            status, self.exit_code = "incomplete", ExitCode.INTERRUPTED
-        end = ev.RoundEnded(status=status, exit_code=int(self.exit_code),
-                            receipt_path=str(self.receipt_path) if self.receipt_path else None, message=message)
-        try:
-            self.emit(end)
-        except Exception as e:  # a journal that cannot be written must not hang the viewer
-            self._q.put(ev.Notice(level="error", code="journal", message=f"journal write failed: {e}"))
-            self._q.put(end)
-        if self._journal is not None:
-            self._journal.close()
-            if status == "decided":     # nothing was measured: no journal to resume
-                self._journal.path.unlink(missing_ok=True)
-        if work is not None and not self.cfg.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
 
     # --- the round -----------------------------------------------------------
 
