@@ -13,7 +13,8 @@
 - ``kinds``: what differs between kinds of round (``compare``, ``noise``, ``sweep``), one module each;
 - ``measure``: how builds are timed (the harness, or each build's server);
 - ``reference``: capturing the parity reference (a small round of its own);
-- ``runner``: ``Round``, which calls the stages top to bottom and streams events;
+- ``runner``: ``Round``, which calls the stages top to bottom;
+- ``lifecycle``: how a round runs as a worker thread, its events queued and journaled, its end sure;
 - ``follow``: a round followed to its end from a terminal or a batch job, under signals.
 """
 from .plan import RoundConfig, make_schedule, spec_from_plan
