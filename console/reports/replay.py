@@ -17,9 +17,11 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator, Mapping
 
 from console import events as ev
+from console.core.parity import DepthFigures
+from console.core.receipt import BUILDS, SCHEMA, Build, ParityRecord, ProfileRecord, Receipt, ReceiptError
 from console.core.untrusted import loads
 from console.core.sequential import Preview
 from console.engine.buildkey import built_by
@@ -201,19 +203,38 @@ def _epoch(iso: Any, default: float = 0.0) -> float:
         return default
 
 
-def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
+def _read(receipt: Mapping[str, Any]) -> tuple[Receipt, bool]:
+    """The receipt in its typed shape, and whether this version can judge it. One it cannot (a
+    newer schema, no recorded rules) is read again for showing only; where even that fails,
+    its opening and its stored verdict are all there is to show."""
+    try:
+        return Receipt.from_dict(receipt), True
+    except ReceiptError:
+        pass
+    profile = receipt.get("profile")
+    profile = profile if isinstance(profile, Mapping) else {}
+    try:
+        # the rules are never read for a receipt that is only shown
+        return Receipt.from_dict({**receipt, "schema": SCHEMA, "kind": "round",
+                                  "profile": {**profile, "rules": {}}}), False
+    except ReceiptError:
+        verdict = receipt.get("verdict")
+        return Receipt(round_id=str(receipt.get("round_id") or ""), profile=ProfileRecord(
+            name=str(profile.get("name") or ""), sha256=str(profile.get("sha256") or "")),
+            verdict=verdict if isinstance(verdict, dict) else None), False
+
+
+def _regrade(r: Receipt) -> dict[str, Any] | None:
     """Depth statuses, worst depths and the verdict, recomputed by the gate's own rules."""
     from ..core import gate, parity
-    from ..core.receipt import Receipt, ReceiptError
+    rules = r.rules
     try:
-        r = Receipt.from_dict(receipt)
-        rules = r.rules
         verdict = gate.decide(r, rules).to_dict()
     except (ReceiptError, KeyError, TypeError, ValueError):
         return None     # not a receipt this version can judge: show it as recorded
     par = r.parity
     depths, worst, parity_ok = {}, {}, {}
-    for b in ("main", "candidate"):
+    for b in BUILDS:
         side, basis = par.side(b), (par.main if b == "candidate" else None)
         adj = par.adjudication if b == "candidate" else None
         for st in gate.grade_depths(side, basis, rules, adj):
@@ -224,30 +245,30 @@ def _regrade(receipt: dict[str, Any]) -> dict[str, Any] | None:
     return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}
 
 
-def events_from_receipt(receipt: dict[str, Any], path: str | None = None) -> Iterator[ev.Event]:
+def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> Iterator[ev.Event]:
     """The event sequence a sealed receipt implies, stamped along its recorded durations.
 
     Values are copied as recorded. Grades and the verdict are not taken as stored:
     they are re-derived by the core (parity statuses, ``gate.decide``) under the
     rules the receipt itself records, exactly as `console verdict` does.
     """
-    graded = _regrade(receipt)
-    verdict = graded["verdict"] if graded else _as_recorded(receipt.get("verdict") or {})
-    parity = receipt.get("parity") or {}
-    t = _epoch(receipt.get("started_at"))
-    yield from _opening(receipt, parity, graded is not None, t)
-    t = yield from _build_events(receipt.get("builds") or {}, t)
-    t = yield from _parity_events(parity, graded, t)
+    r, judgeable = _read(receipt)
+    graded = _regrade(r) if judgeable else None
+    verdict = graded["verdict"] if graded else _as_recorded(r.verdict or {})
+    t = _epoch(r.started_at)
+    yield from _opening(r, graded is not None, t)
+    t = yield from _build_events(r.builds, t)
+    t = yield from _parity_events(r.parity, graded, t)
     yield from _ruling_events(graded, t)
-    t = yield from _rep_events(receipt, t)
+    # a rep's event carries it as recorded (older receipts lack fields the typed shape adds)
+    t = yield from _rep_events(r, receipt.get("reps") or [], t)
     d = (verdict.get("speed") or {}).get("decision")
     if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
         yield ev.DecisionStep.of(d, at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
-    end = _epoch(receipt.get("ended_at"), t)
-    yield ev.RoundEnded(status=str(receipt.get("status", "complete")),
-                        exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
+    end = _epoch(r.ended_at, t)
+    yield ev.RoundEnded(status=r.status, exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
                         message="replayed from a sealed receipt", at=max(end, t))
 
 
@@ -257,15 +278,12 @@ def _as_recorded(stored: dict[str, Any]) -> dict[str, Any]:
         {"code": "not-rederived", "message": NOT_REDERIVED}]}
 
 
-def _opening(receipt: dict[str, Any], parity: dict[str, Any], rederived: bool, t: float) -> Iterator[ev.Event]:
-    profile = receipt.get("profile") or {}
-    depths = sorted({d.get("depth") for b in ("main", "candidate")
-                     for d in (parity.get(b) or {}).get("depths") or [] if "depth" in d})
-    yield ev.RoundStarted(round_id=str(receipt.get("round_id", "")),
-                          profile=str(profile.get("name", "")),
-                          profile_sha256=str(profile.get("sha256", "")),
-                          runtime=str((receipt.get("runtime") or {}).get("kind", "")), host=receipt.get("host") or {},
-                          plan={"depths": depths, "parity": profile.get("parity") or {}}, at=t)
+def _opening(r: Receipt, rederived: bool, t: float) -> Iterator[ev.Event]:
+    sides = [side for b in BUILDS if (side := r.parity.side(b)) is not None]
+    depths = sorted({d.depth for side in sides for d in side.depths})
+    yield ev.RoundStarted(round_id=r.round_id, profile=r.profile.name, profile_sha256=r.profile.sha256,
+                          runtime=str(r.runtime.get("kind", "")), host=r.host,
+                          plan={"depths": depths, "parity": r.profile.parity}, at=t)
     yield ev.Notice(level="info", code="replay-receipt",
                     message="replay of a sealed receipt: build logs, telemetry samples and "
                             "notices are not kept in a receipt", at=t)
@@ -273,56 +291,44 @@ def _opening(receipt: dict[str, Any], parity: dict[str, Any], rederived: bool, t
         yield ev.Notice(level="warn", code="not-rederived", message=NOT_REDERIVED, at=t)
 
 
-def _build_events(builds: dict[str, Any], t: float) -> Generator[ev.Event, None, float]:
+def _build_events(builds: dict[str, Build], t: float) -> Generator[ev.Event, None, float]:
     """Each build, stamped along its recorded build time; returns the time after the last."""
     yield ev.PhaseStarted(phase="build", at=t)
     for name, b in builds.items():
-        yield ev.BuildStarted(build=name, source=b.get("source") or {}, at=t)
-        t += float(b.get("build_s") or 0.0)
-        yield ev.BuildDone(build=name, image_id=str(b.get("image_id", "")),
-                           base_image_id=str(b.get("base_image_id", "")),
-                           compiler=str(b.get("compiler", "")),
-                           seconds=float(b.get("build_s") or 0.0), at=t,
-                           reused_from=built_by(b.get("reused_from")), key=str(b.get("key") or ""))
+        yield ev.BuildStarted(build=name, source=b.source, at=t)
+        t += b.build_s or 0.0
+        yield ev.BuildDone(build=name, image_id=str(b.image_id), base_image_id=str(b.base_image_id),
+                           compiler=str(b.compiler), seconds=b.build_s or 0.0, at=t,
+                           reused_from=built_by(b.reused_from), key=b.key or "")
     return t
 
 
-def _parity_events(parity: dict[str, Any], graded: dict[str, Any] | None,
+def _parity_events(parity: ParityRecord, graded: dict[str, Any] | None,
                    t: float) -> Generator[ev.Event, None, float]:
     """Each build's depths and parity result, then the scored path; returns the time after."""
     yield ev.PhaseStarted(phase="parity", at=t)
-    for name in ("main", "candidate"):
-        p = parity.get(name)
-        if not isinstance(p, dict):
+    for name in BUILDS:
+        side = parity.side(name)
+        if side is None:
             continue
-        for d in p.get("depths") or []:
+        for d in side.depths:
             t += 0.05
-            if graded:
-                d = {**d, **graded["depths"].get((name, d.get("depth")), {})}
-            yield _depth_graded(name, d, t)
-        statuses = [d.get("status") for d in p.get("depths") or []]
-        ok = (graded["parity_ok"].get(name, False) if graded
-              else p.get("ok", p.get("error") is None and "fail" not in statuses))
-        worst = graded["worst"].get(name) if graded else p.get("worst_depth")
-        yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst,
-                            error=p.get("error"), at=t)
-    for name, sp in (parity.get("scored_path") or {}).items():
-        if isinstance(sp, dict):
-            yield ev.ScoredPathChecked(build=name, depth=int(sp.get("depth") or 0),
-                                       top1=sp.get("top1"), kl=sp.get("kl"),
-                                       ok=bool(graded["scored"].get(name)) if graded else bool(sp.get("ok", False)),
-                                       error=sp.get("error"), at=t)
+            yield _depth_graded(name, d, (graded or {}).get("depths", {}).get((name, d.depth), {}), t)
+        ok = graded["parity_ok"].get(name, False) if graded else side.error is None
+        worst = graded["worst"].get(name) if graded else None
+        yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst, error=side.error, at=t)
+    for name, sp in parity.scored_path.items():
+        if sp is not None:
+            yield ev.ScoredPathChecked(build=name, depth=sp.depth or 0, top1=sp.top1, kl=sp.kl,
+                                       ok=bool(graded["scored"].get(name)) if graded else False,
+                                       error=sp.error, at=t)
     return t
 
 
-def _depth_graded(build: str, d: dict[str, Any], t: float) -> ev.DepthGraded:
-    return ev.DepthGraded(build=build, depth=int(d.get("depth", 0)),
-                          top1=float(d.get("top1", float("nan"))),
-                          kl=float(d.get("kl", float("nan"))),
-                          ref_entropy=float(d.get("ref_entropy", float("nan"))),
-                          status=str(d.get("status") or "recorded"),
-                          reasons=list(d.get("reasons") or []),
-                          stats=d.get("stats") if isinstance(d.get("stats"), dict) else None, at=t)
+def _depth_graded(build: str, d: DepthFigures, grade: dict[str, Any], t: float) -> ev.DepthGraded:
+    return ev.DepthGraded(build=build, depth=d.depth, top1=d.top1, kl=d.kl, ref_entropy=d.ref_entropy,
+                          status=str(grade.get("status") or "recorded"), reasons=list(grade.get("reasons") or []),
+                          stats=d.stats.to_dict() if d.stats else None, at=t)
 
 
 def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event]:
@@ -339,24 +345,21 @@ def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event
                                                       if str(r.get("code", "")).startswith("accuracy-")], at=t)
 
 
-def _rep_events(receipt: dict[str, Any], t: float) -> Generator[ev.Event, None, float]:
+def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generator[ev.Event, None, float]:
     """The plan, then every rep stamped along its wall time; returns the time after the last."""
     yield ev.PhaseStarted(phase="reps", at=t)
-    seq = receipt.get("sequential") or {}
-    if isinstance(seq.get("preview"), dict):
-        preview = Preview(**seq["preview"])
-        prior = seq.get("prior") or []
-        yield ev.PlanReady(preview=seq["preview"], sentence=preview.sentence(), prior_rounds=len(prior),
-                           prior_pairs=sum(len(p.get("log_ratios") or []) for p in prior), at=t)
-    for rep in receipt.get("reps") or []:
-        yield ev.RepStarted(build=str(rep.get("build", "")), index=int(rep.get("index") or 0),
-                            position=int(rep.get("position") or 0),
-                            phase=str(rep.get("phase", "")), at=t)
-        if isinstance(rep.get("telemetry"), dict) and rep["telemetry"]:
-            tel = rep["telemetry"]
+    seq = r.sequential
+    if seq is not None and isinstance(seq.preview, dict):
+        preview = Preview(**seq.preview)
+        yield ev.PlanReady(preview=seq.preview, sentence=preview.sentence(), prior_rounds=len(seq.prior),
+                           prior_pairs=sum(len(p.log_ratios) for p in seq.prior), at=t)
+    for rep, as_recorded in zip(r.reps, recorded):
+        yield ev.RepStarted(build=rep.build, index=rep.index, position=rep.position, phase=rep.phase, at=t)
+        if rep.telemetry and isinstance(rep.telemetry, dict):
+            tel = rep.telemetry
             values = {k: v.get("median") for k, v in (tel.get("metrics") or {}).items() if isinstance(v, dict)}
             yield ev.TelemetrySample(source=str(tel.get("source", "host")), values=values or tel,
-                                     build=rep.get("build"), index=rep.get("index"), at=t)
-        t += float(rep.get("wall_s") or 0.0)
-        yield ev.RepDone(rep=rep, at=t)
+                                     build=rep.build, index=rep.index, at=t)
+        t += rep.wall_s or 0.0
+        yield ev.RepDone(rep=as_recorded, at=t)
     return t
