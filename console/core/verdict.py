@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
+from ..errors import ExitCode
+
 
 class Outcome(enum.StrEnum):
     """Every outcome the gate can produce, with its exit code (console.errors.ExitCode gives the
@@ -36,6 +38,15 @@ class Outcome(enum.StrEnum):
 
 
 OUTCOMES = tuple(o.value for o in Outcome)
+
+
+def unsealed_status(exit_code: int) -> str:
+    """What a round that sealed no verdict ended as, by its exit code: "interrupted", "refused"
+    (a usage error: it could never be measured as given) or "infra". Anything else is the node's
+    fault, never held against the candidate."""
+    return {ExitCode.INTERRUPTED: "interrupted", ExitCode.USAGE: "refused"}.get(exit_code, "infra")
+
+
 BANDS = ("xs", "s", "m", "l", "xl")
 
 # The gate stage each reason code comes from (the reports group reasons by it).

@@ -19,7 +19,7 @@ from ..results import store
 from ..core import apparatus
 from ..core import queue as policy
 from ..core.queue import State
-from ..core.verdict import stage_of
+from ..core.verdict import stage_of, unsealed_status
 from ..errors import ConsoleError, ExitCode
 from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
 from ..profile import Profile, ProfileError, load_profile
@@ -280,7 +280,7 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
         return _decided_before(row, rnd, out, message, say)
     if rnd.receipt is None or rnd.receipt_path is None:
         code = int(rnd.exit_code)
-        kind = {ExitCode.INTERRUPTED: "interrupted", ExitCode.USAGE: "refused"}.get(ExitCode(code), "infra")
+        kind = unsealed_status(code)
         say(f"#{row.id}: no sealed round ({kind}): {message}")
         if kind == "refused":
             return Finished(State.REFUSED, f"cannot be scored: {message}", code)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import events as ev
+from ..core.verdict import unsealed_status
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal
 from .plan import RoundConfig
@@ -99,8 +100,8 @@ class Lifecycle(abc.ABC):
             status, message = self._run(work)
         except ConsoleError as e:
             self.exit_code = e.exit_code
-            status = "infra" if e.exit_code == ExitCode.INFRA else (
-                "incomplete" if e.exit_code == ExitCode.INTERRUPTED else "refused")
+            status = unsealed_status(e.exit_code)
+            status = "incomplete" if status == "interrupted" else status   # the round's own word for it
             message = e.paragraph()
             self.notice("error", type(e).__name__, message)
         except Exception as e:  # a bug must still end the round cleanly

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from console.core import queue as q
 from console.core.queue import OPEN, Candidate, QueueRules, State
+from console.core.verdict import unsealed_status
 
 AUTHORS = ["ada", "bo", "cy"]
 FILES = ["src/a.c", "src/b.c", "src/c.c", "Makefile"]
@@ -184,3 +185,10 @@ def test_containment_is_a_share(a, b):
     c = q.containment(fa, fb)
     assert 0.0 <= c <= 1.0
     assert q.containment(fa, fa) == (1.0 if fa else 0.0)
+
+
+def test_a_round_that_sealed_no_verdict_is_named_by_its_exit_code_and_only_interrupts_and_infra_requeue():
+    assert [unsealed_status(c) for c in (130, 2, 3, 1, 4, 99)] == \
+        ["interrupted", "refused", "infra", "infra", "infra", "infra"]
+    assert q.after_round(unsealed_status(130), None, False).state is State.QUEUED
+    assert q.after_round(unsealed_status(3), None, False).state is State.QUEUED
