@@ -266,7 +266,8 @@ def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
 def parity_passes(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> bool:
     """Whether the candidate passed every parity check and its task accuracy: the round uses it
     to skip timing."""
-    return grade_parity(receipt, rules).passed and not grade_accuracy(receipt, rules)[1]
+    r = as_receipt(receipt)     # read once for both stages
+    return grade_parity(r, rules).passed and not grade_accuracy(r, rules)[1]
 
 
 def grade_accuracy(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tuple[dict[str, Any] | None, list]:
