@@ -307,7 +307,7 @@ class Round(Lifecycle):
     @property
     def same_as_main(self) -> bool:
         """Whether the reference was captured from main's own source (its build is main's)."""
-        return self.same_as_main
+        return bool((self._ref_meta or {}).get("same_as_main"))
 
     def speed_stage(self) -> Speed:
         return Speed(self.cfg, self.emit, self.notice, self.check_abort, self._look)
