@@ -73,6 +73,6 @@ def test_the_measure_is_asked_of_the_profile_once():
 def test_the_round_tells_its_kinds_whether_the_reference_is_mains_own(tmp_path):
     from console.round import Round
     rnd = Round(RoundConfig(profile=load_profile(DEMO_PROFILE), main=None, candidate=None, out_dir=tmp_path))
-    assert rnd.same_as_main is False
+    assert rnd.reference_is_main is False
     rnd._ref_meta = {"same_as_main": True}
-    assert rnd.same_as_main is True
+    assert rnd.reference_is_main is True

@@ -50,7 +50,7 @@ class Served:
         rnd.emit(ev.PhaseStarted(phase="server"))
         servers = rnd.servers = serve.Servers(b, rnd.notice, slots=rnd.kind.slots(rnd.p))
         check = receipt.parity.server = serve.check(b, servers, rnd.kind.builds, rnd.emit, rnd.check_abort,
-                                                    rnd.same_as_main)
+                                                    rnd.reference_is_main)
         if not rnd.kind.compares:
             check.candidate = check.main
         b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
@@ -60,7 +60,7 @@ class Served:
         of both builds, teacher-forced through the reference build (round.served_grade)."""
         if rnd.servers is not None:
             rnd.servers.stop_all()
-        served_grade.grade(b, receipt, rnd.emit, rnd.same_as_main)
+        served_grade.grade(b, receipt, rnd.emit, rnd.reference_is_main)
 
 
 Measure = Harness | Served

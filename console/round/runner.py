@@ -274,7 +274,7 @@ class Round(Lifecycle):
         border = gate.borderline(par.candidate, graded, rules)
         if not border:
             return
-        par.adjudication = settle(b, border, ref, self.same_as_main,
+        par.adjudication = settle(b, border, ref, self.reference_is_main,
                                   self.emit, self.check_abort)
         ruling = gate.adjudicate(par.candidate, graded, rules, par.adjudication)
         if ruling is not None:
@@ -289,7 +289,7 @@ class Round(Lifecycle):
         self.emit(ev.PhaseStarted(phase="accuracy"))
         record, tasks = accuracy_stage.new_record(b)
         receipt.accuracy = record
-        if not (self._ref_meta or {}).get("same_as_main"):
+        if not self.reference_is_main:
             record.reference = AccuracySide(build="", error="the reference was not captured from main's source: "
                                             "there is no reference build in the round to answer the task set")
         else:
@@ -305,7 +305,7 @@ class Round(Lifecycle):
         return self.kind.plan(plan_record(self.cfg, self.round_id, runtime, started_at), self.p)
 
     @property
-    def same_as_main(self) -> bool:
+    def reference_is_main(self) -> bool:
         """Whether the reference was captured from main's own source (its build is main's)."""
         return bool((self._ref_meta or {}).get("same_as_main"))
 

@@ -47,7 +47,7 @@ def timed_reps(receipt: dict, build: str) -> list[dict]:
 def release_round(llama, tmp_path_factory):
     out = tmp_path_factory.mktemp("llama-release")
     cand = sources.parse_spec("pypi:llama-cpp-python==0.3.36", llama.source)
-    return run_round(llama, cand, out, reps=8)      # the test needs a whole round, not a decided one
+    return run_round(llama, cand, out, reps=6)      # the test needs a whole round, not a decided one
 
 
 def test_two_releases_go_through_a_whole_round(llama, release_round, docker_client):

@@ -21,6 +21,8 @@ class Round(Protocol):
     """What a kind's hooks may use of the round that runs them (round.runner.Round)."""
     p: Profile
     cfg: Any                        # round.plan.RoundConfig
+    kind: "Kind"
+    reference_is_main: bool         # the reference was captured from main's source (its build is main's)
     round_id: str
     servers: Any                    # round.serve.Servers, in a serving round
     receipt: dict | None
