@@ -444,9 +444,8 @@ def cmd_reference(args) -> int:
     if args.ref_cmd != "capture":
         raise UsageError("say which: `console reference capture --profile P`")
     profile, sdists = load_profile(args.profile), None
-    held = Path(profile.parity.reference)
-    if args.if_needed and held.is_file() and sources.sha256_path(held) == profile.parity.reference_sha256:
-        print(f"{held}: the pinned reference is here (sha256 {profile.parity.reference_sha256[:12]}…); nothing to capture")
+    if args.if_needed and reference.holds_pin(profile):
+        print(f"{profile.parity.reference}: the pinned reference is here (sha256 {profile.parity.reference_sha256[:12]}…); nothing to capture")
         return ExitCode.OK
     if args.bundle is not None:
         from .engine import bundle as bundles

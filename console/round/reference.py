@@ -78,6 +78,12 @@ class Captured:
     digest_missing: Path | None = None             # where the pin's digest was looked for, if absent
 
 
+def holds_pin(profile: Profile) -> bool:
+    """Whether this node holds the pinned reference's bytes."""
+    ref = Path(profile.parity.reference)
+    return ref.is_file() and sha256_path(ref) == profile.parity.reference_sha256
+
+
 def digest_path(profile: Profile, sha: str) -> Path:
     """The committed digest of the reference pinned as ``sha``: its first tokens per row
     (core.refdiff), so that a node without the pinned file can say how its capture differs."""
@@ -121,7 +127,7 @@ def _against_pin(profile: Profile, sha: str, digest: topk.TopK) -> Captured:
     p = profile.parity
     pinned, theirs = Path(p.reference), digest_path(profile, p.reference_sha256)
     depths, rows, vocab = len(p.depths), p.rows, p.vocab
-    if pinned.is_file() and sha256_path(pinned) == p.reference_sha256:
+    if holds_pin(profile):
         held = reffile.read_reference(pinned, p.reference_format, depths=depths, rows=rows, vocab=vocab,
                                       k=p.top_k, max_bytes=1 << 31)
         base = held if isinstance(held, topk.TopK) else _compact(profile, held, refdiff.DIGEST_K)
