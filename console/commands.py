@@ -272,9 +272,10 @@ def cmd_verdict(args) -> int:
     if not identity.sealed:
         print(f"warning: {args.receipt} is not a sealed receipt ({identity.status}): {identity.message}; "
               "the verdict above is re-derived from this file as it stands.", file=sys.stderr)
-    stored = receipt.verdict or {}
-    if not args.profile and (stored.get("outcome"), stored.get("tier")) != (v.get("outcome"), v.get("tier")):
-        print(f"warning: the receipt's stored verdict ({stored.get('outcome')}, {stored.get('tier')}) differs from "
+    stored = receipt.verdict
+    said = (stored.outcome.value, stored.tier) if stored else (None, None)
+    if not args.profile and said != (v.get("outcome"), v.get("tier")):
+        print(f"warning: the receipt's stored verdict ({said[0]}, {said[1]}) differs from "
               f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
     return int(v.get("exit_code", ExitCode.INFRA))
 

@@ -48,7 +48,7 @@ def test_a_regression_decided_slower_beside_a_step_stops_its_rerun_with_exit_1(t
     main, cand = dq.pair_draws(rng, "gauss", 0.03, -0.04, 32, 32)
     cand[6:] += math.log(0.85) - math.log(0.96)
     outcome, r = dq.simulate_round(PROFILE, tmp_path, (main, cand), TREES, seal=True)
-    assert outcome == "slower" and "step-change" in {w["code"] for w in r.verdict["warnings"]}
+    assert outcome == "slower" and "step-change" in {w.code for w in r.verdict.warnings}
     assert r.sequential.stopped == "decided"
     assert dq.rerun_stopped(PROFILE, tmp_path, TREES) == 1
     assert dq.simulate_round(PROFILE, tmp_path, (main, cand), TREES, seal=True) == ("decided-before", None)

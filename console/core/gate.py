@@ -46,7 +46,7 @@ from console.core.receipt import (BUILDS, Figures, ParityRecord, ParitySide, Pat
                                   Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
 from console.core.rules import GateRules
 from console.core.sequential import band  # noqa: F401 - one definition, re-exported
-from console.core.verdict import BANDS, OUTCOMES, Caveat, Outcome, Reason, Speed, Verdict  # noqa: F401
+from console.core.verdict import BANDS, OUTCOMES, Caveat, NoiseReport, Outcome, Reason, Speed, Verdict  # noqa: F401
 from console.core.verdict import num as _num, pct as _pct, reason, warning
 
 
@@ -1061,13 +1061,13 @@ def _decide_noise_pairs(c: Counted, rules: GateRules, warnings: list) -> Verdict
     if found is None:
         return Verdict("infra", reasons=[reason("too-few-reps", f"{len(xs)} valid pair(s); at least 3 are needed "
                                                                 "to measure noise", build=None)],
-                       warnings=warnings, noise=report)
+                       warnings=warnings, noise=NoiseReport.from_dict(report))
     report.update(found.to_dict())
     report["gain"] = math.expm1(stats.mean(xs))
     design = design_of(rules)
     report["decidable_gain"] = sequential.smallest_decidable_gain(found.sd, design)
     report["max_pairs"] = design.max_pairs
-    return Verdict("noise", warnings=warnings, noise=report)
+    return Verdict("noise", warnings=warnings, noise=NoiseReport.from_dict(report))
 
 
 def _noise_sides(c: Counted) -> tuple[list[float], list[float]]:
@@ -1087,7 +1087,7 @@ def _decide_noise_v1(c: Counted, rules: GateRules, warnings: list) -> Verdict:
     if report["pairs"] < 2:
         return Verdict("infra", reasons=[reason("too-few-reps", f"{report['pairs']} valid pair(s); at least 2 "
                                                                 "are needed to measure noise", build=None)],
-                       warnings=warnings, noise=report)
+                       warnings=warnings, noise=NoiseReport.from_dict(report))
     if report["spread"] > rules.significance:
         warnings.append(warning("threshold-below-noise",
                                 f"the significance threshold {rules.significance:.1%} is below this node's "
@@ -1097,7 +1097,7 @@ def _decide_noise_v1(c: Counted, rules: GateRules, warnings: list) -> Verdict:
                                 f"the significance rule fired on {report['false_positives']} of "
                                 f"{report['windows']} windows of this build against itself "
                                 f"({report['false_positive_rate']:.0%})"))
-    return Verdict("noise", warnings=warnings, noise=report)
+    return Verdict("noise", warnings=warnings, noise=NoiseReport.from_dict(report))
 
 
 # --- the rules each receipt schema was sealed under -----------------------------------------

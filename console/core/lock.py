@@ -297,7 +297,8 @@ def lower_bound(values: list[float], level: float) -> float:
 
 def noise_spread_of(receipt: Receipt | Mapping[str, Any]) -> float | None:
     """The node's noise spread a sealed noise receipt carries (``noise.spread``)."""
-    v = (as_receipt(receipt).noise or {}).get("spread")
+    noise = as_receipt(receipt).noise
+    v = noise.spread if noise else None
     return pin(float(v)) if finite(v) and v >= 0 else None
 
 

@@ -18,6 +18,8 @@ from console.core.untrusted import safe_name
 from console.core.parity import DepthFigures
 from console.core.rules import GateRules, not_finite, rules_from_dict
 from console.core.served import ServedCheck
+from console.core.sizing import Sizing
+from console.core.verdict import NoiseReport, VerdictRecord
 
 SCHEMA_1 = "bench-console/receipt/1"   # fixed reps; judged by the median gain against a threshold
 SCHEMA_2 = "bench-console/receipt/2"   # reps until decided; `none` on the upper end alone
@@ -559,10 +561,10 @@ class Receipt:
     accuracy: AccuracyRecord | None = None  # profiles with [accuracy]: the task accuracy stage
     reps: list[Rep] = field(default_factory=list)
     summary: dict[str, Figures] | None = None   # per-build figures of the reps that count (gate.summarize)
-    verdict: dict[str, Any] | None = None   # informational copy; readers re-derive it
-    noise: dict[str, Any] | None = None     # noise receipts: the gate's noise report
+    verdict: VerdictRecord | None = None    # informational copy; readers re-derive it
+    noise: NoiseReport | None = None        # noise receipts: the gate's noise report
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
-    sizing: dict[str, Any] | None = None    # bench.min_seconds: how the timed runs were sized (core.sizing)
+    sizing: Sizing | None = None            # bench.min_seconds: how the timed runs were sized (core.sizing)
     seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.ledger)
 
     @property
@@ -619,10 +621,11 @@ class Receipt:
                        parity=_read("parity", ParityRecord.from_dict, d.get("parity")),
                        accuracy=_read("accuracy", AccuracyRecord.from_dict, d.get("accuracy")),
                        reps=[_read(f"reps[{i}]", Rep.from_dict, r) for i, r in enumerate(d.get("reps") or [])],
-                       summary=_read("summary", _summary, d.get("summary")), verdict=d.get("verdict"),
-                       noise=d.get("noise"),
+                       summary=_read("summary", _summary, d.get("summary")),
+                       verdict=_read("verdict", _optional(VerdictRecord.from_dict), d.get("verdict")),
+                       noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
                        sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
-                       sizing=d.get("sizing"), seal=d.get("seal"))
+                       sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=d.get("seal"))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
                 raise
@@ -634,6 +637,10 @@ T = TypeVar("T")
 
 def _summary(d: Mapping[str, Any] | None) -> dict[str, Figures] | None:
     return None if d is None else {str(b): _read(b, Figures.from_dict, x) for b, x in d.items()}
+
+
+def _optional(read: Callable[[Any], T]) -> Callable[[Any], T | None]:
+    return lambda d: None if d is None else read(d)
 
 
 def _read(where: str, read: Callable[[Any], T], value: Any) -> T:

@@ -15,10 +15,9 @@ reached it.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
-
-from . import stats
 
 MAX_REPEAT = 10_000     # a bound on a misreported (near-zero) elapsed time
 
@@ -29,9 +28,19 @@ class Sizing:
     repeat: int                 # times each timed run repeats its timed section
     section_s: float | None     # the faster build's median engine seconds for one section; None: not known
     basis: str                  # what it was derived from, in words
+    reached: bool | None = None     # after the timed reps: whether each reached min_seconds (``short_of``)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.reached is None:
+            del d["reached"]    # not yet checked
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Sizing":
+        # values stay as the JSON held them (min_seconds = 2, not 2.0), so the receipt writes back the same
+        return cls(min_seconds=d["min_seconds"], repeat=d["repeat"], section_s=d.get("section_s"),
+                   basis=d["basis"], reached=d.get("reached"))
 
 
 def size_repeats(min_seconds: float, probes: Iterable[tuple[str, float]]) -> Sizing:
@@ -46,7 +55,8 @@ def size_repeats(min_seconds: float, probes: Iterable[tuple[str, float]]) -> Siz
             per_build.setdefault(build, []).append(seconds)
     if not per_build:
         return Sizing(min_seconds, 1, None, "no warm-up run reported its elapsed time: one section per run")
-    medians = {b: stats.median(v) for b, v in per_build.items()}
+    # statistics', not core.stats': the receipt holds a Sizing, and core.stats names the receipt's Rep
+    medians = {b: statistics.median(v) for b, v in per_build.items()}
     fastest = min(medians, key=lambda b: medians[b])
     section = medians[fastest]
     repeat = max(1, min(MAX_REPEAT, math.ceil(min_seconds / section)))
@@ -56,13 +66,13 @@ def size_repeats(min_seconds: float, probes: Iterable[tuple[str, float]]) -> Siz
                   f"({n} warm-up run(s) in all): {repeat} repeat(s) per run give at least {min_seconds:g} s")
 
 
-def short_of(sizing: Mapping[str, Any], elapsed: Iterable[float]) -> str | None:
+def short_of(sizing: Sizing, elapsed: Iterable[float]) -> str | None:
     """Whether the timed reps reached the minimum they were sized for; a sentence when they did not."""
     got = [e for e in elapsed if e > 0 and math.isfinite(e)]
-    if not got or not sizing.get("min_seconds"):
+    if not got or not sizing.min_seconds:
         return None
     low = min(got)
-    if low >= float(sizing["min_seconds"]):
+    if low >= float(sizing.min_seconds):
         return None
     return (f"the shortest timed run's engine time was {low:.3g} s, under bench.min_seconds = "
-            f"{float(sizing['min_seconds']):g} (sized at {int(sizing.get('repeat') or 1)} repeat(s) from the warm-ups)")
+            f"{float(sizing.min_seconds):g} (sized at {int(sizing.repeat or 1)} repeat(s) from the warm-ups)")

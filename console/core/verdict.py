@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from ..errors import ExitCode
+from .recorded import read_keys, write_keys
 
 
 class Outcome(enum.StrEnum):
@@ -123,6 +124,42 @@ class Caveat:
         return cls(code=str(d.get("code")), message=str(d.get("message", "")))
 
 
+@dataclass(frozen=True)
+class NoiseReport:
+    """A noise round's finding: a build against itself on this node (``gate._decide_noise``).
+    Rules 2 on: the paired log ratios' SD with its 95 % interval and the gain it leaves decidable;
+    rules 1: the largest pair deviation and how often the old threshold was fooled. A round
+    with too few pairs reports only its ``pairs`` and ratios. ``keys``: those it holds."""
+    pairs: int = 0
+    log_ratios: tuple[float, ...] = ()
+    sd: float | None = None
+    df: int | None = None
+    lower: float | None = None
+    upper: float | None = None
+    gain: float | None = None
+    decidable_gain: float | None = None
+    max_pairs: int | None = None
+    # rules 1 (stats.noise_report)
+    ratios: tuple[float, ...] = ()
+    significance: float | None = None
+    confidence: float | None = None
+    spread: float | None = None
+    mad_spread: float | None = None
+    interval: tuple[float | None, ...] = ()
+    windows: int | None = None
+    false_positives: int | None = None
+    false_positive_rate: float | None = None
+    suggested_significance: float | None = None
+    keys: tuple[str, ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return write_keys(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NoiseReport":
+        return cls(**read_keys(cls, d))
+
+
 _SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs", "shift")
 
 
@@ -190,7 +227,7 @@ class Verdict:
     speed: Speed | None = None                    # the figures, when speed was decided on
     suppressed: str | None = None                 # why no speed credit was computed
     guards: dict[str, Any] | None = None          # guard rows when a guard ended the round
-    noise: dict[str, Any] | None = None           # noise rounds: the pair-noise report
+    noise: NoiseReport | None = None              # noise rounds: the pair-noise report
     tier_span: list[str] | None = None            # accepted: the bands the interval still spans
     slower_rejects: bool = True                   # gate.slower: does "slower" exit 1?
 
@@ -228,7 +265,7 @@ class Verdict:
         if self.guards is not None:
             out["guards"] = self.guards
         if self.noise is not None:
-            out["noise"] = self.noise
+            out["noise"] = self.noise.to_dict()
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,7 +288,54 @@ class Verdict:
                    parity=dict(d.get("parity") or {}),
                    speed=Speed.from_dict(s) if full else None,
                    suppressed=None if full else s.get("suppressed"),
-                   guards=None if full else s.get("guards"), noise=None if full else s.get("noise"))
+                   guards=None if full else s.get("guards"),
+                   noise=NoiseReport.from_dict(s["noise"]) if not full and s.get("noise") is not None else None)
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """The verdict a receipt was sealed with, as it was written (``Verdict.to_dict``). It is
+    informational: every reader that judges re-derives the verdict from the receipt. ``keys``:
+    those it was written with (a verdict sealed under rules 1 has no ``tier_span``)."""
+    outcome: Outcome
+    exit_code: int | None = None
+    tier: str | None = None
+    tier_span: tuple[str, ...] | None = None
+    would_be_tier: str | None = None
+    reasons: tuple[Reason, ...] = ()
+    warnings: tuple[Caveat, ...] = ()
+    parity: Mapping[str, Any] = field(default_factory=dict)    # the parity table (gate.grade_parity)
+    speed: Mapping[str, Any] = field(default_factory=dict)     # Verdict.speed_dict, as written
+    keys: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def codes(self) -> list[str]:
+        return [r.code for r in self.reasons]
+
+    def __getitem__(self, key: str) -> Any:
+        """Its JSON by key, for the scripts outside the package that still read it as written."""
+        return self.to_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_dict().get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return write_keys(self, _RECORD_WRITE)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "VerdictRecord":
+        return cls(**read_keys(cls, d, _RECORD_READ))
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> "VerdictRecord":
+        return cls.from_dict(verdict.to_dict())
+
+
+_RECORD_READ = {"outcome": Outcome, "reasons": lambda rs: tuple(Reason.from_dict(r) for r in rs),
+                "warnings": lambda ws: tuple(Caveat.from_dict(w) for w in ws), "parity": dict, "speed": dict,
+                "tier_span": lambda t: None if t is None else tuple(t)}
+_RECORD_WRITE = {"outcome": lambda o: o.value, "reasons": lambda rs: [r.to_dict() for r in rs],
+                 "warnings": lambda ws: [w.to_dict() for w in ws]}
 
 
 def reason(code: str, message: str, build: str | None = "candidate", depth: int | None = None,

@@ -218,10 +218,8 @@ def _read(receipt: Mapping[str, Any]) -> tuple[Receipt, bool]:
         return Receipt.from_dict({**receipt, "schema": SCHEMA, "kind": "round",
                                   "profile": {**profile, "rules": {}}}), False
     except ReceiptError:
-        verdict = receipt.get("verdict")
         return Receipt(round_id=str(receipt.get("round_id") or ""), profile=ProfileRecord(
-            name=str(profile.get("name") or ""), sha256=str(profile.get("sha256") or "")),
-            verdict=verdict if isinstance(verdict, dict) else None), False
+            name=str(profile.get("name") or ""), sha256=str(profile.get("sha256") or ""))), False
 
 
 def _regrade(r: Receipt) -> dict[str, Any] | None:
@@ -254,7 +252,7 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     """
     r, judgeable = _read(receipt)
     graded = _regrade(r) if judgeable else None
-    verdict = graded["verdict"] if graded else _as_recorded(r.verdict or {})
+    verdict = graded["verdict"] if graded else _as_recorded(_stored(r, receipt))
     t = _epoch(r.started_at)
     yield from _opening(r, graded is not None, t)
     t = yield from _build_events(r.builds, t)
@@ -270,6 +268,14 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     end = _epoch(r.ended_at, t)
     yield ev.RoundEnded(status=r.status, exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
                         message="replayed from a sealed receipt", at=max(end, t))
+
+
+def _stored(r: Receipt, receipt: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict as sealed; one this version cannot even read is shown as its JSON."""
+    if r.verdict is not None:
+        return r.verdict.to_dict()
+    raw = receipt.get("verdict")
+    return dict(raw) if isinstance(raw, Mapping) else {}
 
 
 def _as_recorded(stored: dict[str, Any]) -> dict[str, Any]:

@@ -66,7 +66,6 @@ def vllm_result(receipt: Receipt | Mapping[str, Any], build: str, receipt_id: st
     server = r.profile.server
     slo = dict(server.get("slo") or {})
     rate = float(server.get("rate") or 0.0)
-    v = r.verdict or {}
     return {
         "date": r.started_at, "backend": "openai", "endpoint_type": "openai",
         "label": f"{r.profile.name}:{build}",
@@ -77,7 +76,8 @@ def vllm_result(receipt: Receipt | Mapping[str, Any], build: str, receipt_id: st
         "request_goodput": metrics.goodput(pooled, slo) if slo else None,
         "generated_texts": [], "bench_console": {
             "receipt_id": receipt_id, "round_id": r.round_id, "build": build, "blocks": len(blocks),
-            "outcome": v.get("outcome"), "tier": v.get("tier"), "metric": r.profile.bench.get("metric"),
+            "outcome": r.verdict.outcome.value if r.verdict else None, "tier": r.verdict.tier if r.verdict else None,
+            "metric": r.profile.bench.get("metric"),
             "stream_tok_s": fig.get("stream_tok_s"), "slo_ms": slo,
             "note": "pooled over the build's counted timed blocks; duration is their sum; generated texts are "
                     "not kept (the server check compared tokens before timing)"}}

@@ -16,6 +16,7 @@ from ..core import apparatus, fingerprint, gate, reruns
 from ..core.backend import BackendCheck
 from ..core import lock as lockrules
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
+from ..core.verdict import VerdictRecord
 from ..engine import sources
 from ..results import lockfile, store
 from ..clock import utc_now
@@ -89,7 +90,7 @@ class Round(Lifecycle):
         if (decided := self._earlier_rounds(snaps)) is not None:
             return "decided", decided
         if self._touches_apparatus(snaps, receipt):
-            return "refused", receipt.verdict["reasons"][0]["message"]
+            return "refused", receipt.verdict.reasons[0].message
         self._preflight(receipt)
         bench = self._builds(snaps, receipt, work)
         self.emit(ev.PhaseStarted(phase="parity"))     # parity first: a failure suppresses every speed figure
@@ -318,10 +319,10 @@ class Round(Lifecycle):
         receipt.ended_at = utc_now()
         receipt.summary = gate.summarize(receipt, rules)
         verdict = gate.decide(receipt, rules)
-        receipt.verdict = verdict.to_dict()
+        receipt.verdict = VerdictRecord.of(verdict)
         self.kind.on_verdict(receipt, verdict)
         self.emit(ev.PhaseStarted(phase="verdict"))
-        self.emit(ev.VerdictReady(verdict=receipt.verdict))
+        self.emit(ev.VerdictReady(verdict=receipt.verdict.to_dict()))
         sealed = after.seal(self.cfg.out_dir, receipt, self.notice)
         self.receipt, self.receipt_path = sealed.document, sealed.path
         self.exit_code = verdict.exit_code

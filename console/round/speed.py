@@ -71,13 +71,13 @@ class Speed:
             return 1
         if resumed:
             receipt.sizing = sizing.Sizing(self.p.bench.min_seconds, resumed[0].repeat, None,
-                                           "kept from the timed reps before the interruption").to_dict()
+                                           "kept from the timed reps before the interruption")
             return resumed[0].repeat
         probes = [(r.build, float(r.reported["elapsed_s"])) for r in receipt.reps
                   if r.phase == "warmup" and r.status in ("ok", "suspect") and r.reported
                   and isinstance(r.reported.get("elapsed_s"), (int, float))]
         s = sizing.size_repeats(self.p.bench.min_seconds, probes)
-        receipt.sizing = s.to_dict()
+        receipt.sizing = s
         self._notice("info", "sized", f"timed runs repeat their section {s.repeat} time(s): {s.basis}")
         return s.repeat
 
@@ -86,7 +86,7 @@ class Speed:
             return
         short = sizing.short_of(receipt.sizing, [float(r.reported["elapsed_s"]) for r in receipt.reps
                                                  if r.phase == "timed" and r.status == "ok" and r.reported])
-        receipt.sizing["reached"] = short is None
+        receipt.sizing = replace(receipt.sizing, reached=short is None)
         if short:
             self._notice("warn", "under-sized", short)
 

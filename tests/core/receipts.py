@@ -139,7 +139,6 @@ def make_receipt(main: Sequence[float] = (200.0, 201.0, 199.5, 200.5, 200.2, 200
         "reps": reps,
         "lock": lock,
         "summary": {},
-        "verdict": {},
         **({"sequential": sequential} if sequential is not None else {}),
     }
 

@@ -456,8 +456,8 @@ def test_noise_receipt_measures_pair_noise_with_its_uncertainty():
     assert v.outcome == "noise" and v.exit_code == 0
     n = v.noise
     xs = [math.log(c / m) for m, c in zip(MAIN, (200.4, 199.8, 200.9, 200.1, 199.7, 200.6, 199.5, 200.3))]
-    assert n["pairs"] == 8 and n["df"] == 7 and n["sd"] == pytest.approx(stdev(xs))
-    assert n["lower"] < n["sd"] < n["upper"] and n["decidable_gain"] > RULES.significance
+    assert n.pairs == 8 and n.df == 7 and n.sd == pytest.approx(stdev(xs))
+    assert n.lower < n.sd < n.upper and n.decidable_gain > RULES.significance
 
 
 def test_a_noise_receipt_with_too_few_pairs_is_infra():

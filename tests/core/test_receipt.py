@@ -7,7 +7,8 @@ import pytest
 from console.results import store
 from console.core import gate
 from console.core.receipt import SCHEMA, Receipt, ReceiptError, Rep, RepKey
-from console.core.verdict import OUTCOMES, Verdict
+from console.core.sizing import Sizing, size_repeats
+from console.core.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord
 
 from .receipts import default_rules, make_receipt
 
@@ -64,6 +65,28 @@ def test_every_verdict_round_trips_through_its_type():
         assert Verdict.from_dict(v.to_dict()).to_dict() == v.to_dict()
         seen.add(v.outcome)
     assert seen <= set(OUTCOMES)
+
+
+def test_a_sealed_verdict_and_noise_report_write_back_as_the_gate_wrote_them():
+    for r in (make_receipt(), make_receipt(kind="noise"), make_receipt(cand=(150.0,) * 5),
+              make_receipt(kind="noise", main=(200.0, 201.0), cand=(200.5, 199.5))):
+        v = gate.decide(r, default_rules())
+        sealed = json.loads(json.dumps(v.to_dict()))
+        assert VerdictRecord.of(v).to_dict() == VerdictRecord.from_dict(sealed).to_dict() == sealed
+        if v.noise is not None:
+            assert NoiseReport.from_dict(v.noise.to_dict()) == v.noise
+            assert NoiseReport.from_dict(json.loads(json.dumps(v.noise.to_dict()))).to_dict() == v.noise.to_dict()
+    sized = size_repeats(2.0, [("main", 0.08)])
+    assert Sizing.from_dict(sized.to_dict()) == sized
+
+
+@pytest.mark.parametrize("path", sorted(SEALED_V1.rglob("*.json")), ids=lambda p: p.name[:12])
+def test_the_typed_verdict_noise_and_sizing_write_back_every_fixture_exactly(path):
+    d = json.loads(path.read_text())
+    out = Receipt.from_dict(d).to_dict()
+    for key in ("verdict", "noise", "sizing"):
+        assert (key in out) == (key in d) and out.get(key) == d.get(key), key
+    assert isinstance(Receipt.from_dict(d).verdict, VerdictRecord)
 
 
 def _sealed_v1():

@@ -6,7 +6,7 @@ import statistics
 
 from hypothesis import given, strategies as st
 
-from console.core.sizing import MAX_REPEAT, short_of, size_repeats
+from console.core.sizing import MAX_REPEAT, Sizing, short_of, size_repeats
 
 seconds = st.floats(min_value=1e-4, max_value=100, allow_nan=False)
 
@@ -40,8 +40,14 @@ def test_a_misreported_tiny_elapsed_time_is_bounded():
 
 
 def test_reps_under_the_minimum_are_named():
-    sized = {"min_seconds": 2.0, "repeat": 25}
+    sized = Sizing(2.0, 25, 0.08, "warm-ups")
     assert short_of(sized, [2.1, 2.4]) is None
     said = short_of(sized, [2.1, 1.7])
     assert said is not None and "1.7 s" in said and "25 repeat(s)" in said
     assert short_of(sized, []) is None
+
+
+def test_a_recorded_sizing_writes_back_as_it_was_read():
+    for d in ({"min_seconds": 2, "repeat": 25, "section_s": 0.08, "basis": "b"},
+              {"min_seconds": 2.0, "repeat": 1, "section_s": None, "basis": "b", "reached": False}):
+        assert Sizing.from_dict(d).to_dict() == d

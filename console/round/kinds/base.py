@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 from ... import events as ev
 from ...core import gate
 from ...core.receipt import Receipt, Rep
-from ...core.verdict import Verdict
+from ...core.verdict import Outcome, Verdict
 from ...profile import Profile
 
 TimedOutputs = dict[str, list[tuple[Rep, Path]]]
@@ -79,4 +79,4 @@ class Kind:
 
     def status(self, receipt: Receipt) -> tuple[str, str]:
         """How the round ended once finished."""
-        return ("infra" if receipt.verdict["outcome"] == "infra" else "complete"), ""
+        return ("infra" if receipt.verdict.outcome is Outcome.INFRA else "complete"), ""

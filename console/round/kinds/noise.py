@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core.receipt import Receipt
-from ...core.verdict import Verdict
+from ...core.verdict import NoiseReport, Verdict
 from ...profile import Profile
 from .base import Kind
 
@@ -23,4 +23,4 @@ class Noise(Kind):
         return True             # main against itself: there is no candidate to fail parity
 
     def on_verdict(self, receipt: Receipt, verdict: Verdict) -> None:
-        receipt.noise = verdict.noise or {}     # what the lock stores per node
+        receipt.noise = verdict.noise or NoiseReport()     # what the lock stores per node
