@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from console.core import claims, gate, legacy, sequential as S  # noqa: E402
 from console.core.parity import DepthFigures  # noqa: E402
 from console.core.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep  # noqa: E402
-from console.core.verdict import BANDS  # noqa: E402
+from console.core.verdict import BANDS, VerdictRecord  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round.plan import RoundConfig, schedule_head, schedule_tail  # noqa: E402
 from console.round.runner import Round  # noqa: E402
@@ -163,14 +163,14 @@ def simulate_round(profile: Any, out: Path, draws: tuple[np.ndarray, np.ndarray]
     run(schedule_tail(profile, len(head) + 2 * pairs))
     if seal:
         rnd.seal_verdict(receipt)
-        return rnd.receipt["verdict"]["outcome"], receipt
-    receipt.verdict = gate.decide(receipt, profile.gate).to_dict()
-    return receipt.verdict["outcome"], receipt
+        return receipt.verdict.outcome.value, receipt
+    receipt.verdict = VerdictRecord.of(gate.decide(receipt, profile.gate))
+    return receipt.verdict.outcome.value, receipt
 
 
 # --- the tables -------------------------------------------------------------------------------
 
-def tier_right(tier: str, span: list[str] | None, gain: float, bands: Any) -> bool:
+def tier_right(tier: str, span: tuple[str, ...] | None, gain: float, bands: Any) -> bool:
     """The truth's band is at or above the tier and inside the span reported with it."""
     truth = S.band(gain, bands)
     top = span[-1] if span else tier
@@ -193,7 +193,7 @@ def rate_table(rng: np.random.Generator, profile: Any, model: str, sd: float, ru
             counts[outcome] = counts.get(outcome, 0) + 1
             pairs.append(len(gate.log_ratios(gate.counted(r, rules))))
             if outcome == "accepted":
-                right += tier_right(r.verdict["tier"], r.verdict.get("tier_span"), gain, rules.bands)
+                right += tier_right(r.verdict.tier, r.verdict.tier_span, gain, rules.bands)
         share = {k: counts.get(k, 0) / runs for k in ("accepted", "none", "slower", "undecided", "infra")}
         acc = counts.get("accepted", 0)
         out[f"{gain:+.3f}"] = {**share, "tier_ok": right / acc if acc else None,
@@ -235,7 +235,7 @@ def stepped_regression_table(rng: np.random.Generator, profile: Any, sd: float, 
         main, cand = pair_draws(rng, "gauss", sd, before, budget, budget)
         cand[at:] += math.log1p(after) - math.log1p(before)
         outcome, r = simulate_round(profile, out, (main, cand), trees, seal=True)
-        if outcome == "slower" and any(w["code"] == "step-change" for w in r.verdict.get("warnings") or []):
+        if outcome == "slower" and any(w.code == "step-change" for w in r.verdict.warnings):
             seen += 1
             unstopped += rerun_stopped(profile, out, trees) != 1
     print(f"\nreruns of a regression decided `slower` with a step-change warning ({before:+.1%}, then {after:+.1%} "

@@ -312,13 +312,6 @@ class VerdictRecord:
     def codes(self) -> list[str]:
         return [r.code for r in self.reasons]
 
-    def __getitem__(self, key: str) -> Any:
-        """Its JSON by key, for the scripts outside the package that still read it as written."""
-        return self.to_dict()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.to_dict().get(key, default)
-
     def to_dict(self) -> dict[str, Any]:
         return write_keys(self, _RECORD_WRITE)
 
