@@ -15,9 +15,10 @@ reached it.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
+
+from . import stats
 
 MAX_REPEAT = 10_000     # a bound on a misreported (near-zero) elapsed time
 
@@ -55,8 +56,7 @@ def size_repeats(min_seconds: float, probes: Iterable[tuple[str, float]]) -> Siz
             per_build.setdefault(build, []).append(seconds)
     if not per_build:
         return Sizing(min_seconds, 1, None, "no warm-up run reported its elapsed time: one section per run")
-    # statistics', not core.stats': the receipt holds a Sizing, and core.stats names the receipt's Rep
-    medians = {b: statistics.median(v) for b, v in per_build.items()}
+    medians = {b: stats.median(v) for b, v in per_build.items()}
     fastest = min(medians, key=lambda b: medians[b])
     section = medians[fastest]
     repeat = max(1, min(MAX_REPEAT, math.ceil(min_seconds / section)))

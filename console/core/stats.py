@@ -5,14 +5,22 @@ The Student t distribution comes from scipy.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from scipy import special as _special     # the distributions without scipy.stats' import cost
 
-if TYPE_CHECKING:
-    from console.core.receipt import Rep
-
 A, B = "main", "candidate"
+
+
+class PairedRep(Protocol):
+    """What pairing reads of a timed rep (the receipt's Rep has it); named here so that the
+    statistics import nothing of the receipt, which itself reads them (its sizing's median)."""
+    @property
+    def build(self) -> str: ...
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def schedule_key(self) -> tuple: ...
 
 
 # --- location and spread -------------------------------------------------------
@@ -72,7 +80,7 @@ def interleaved_order(reps_per_build: int) -> list[str]:
     return order
 
 
-def paired_ratios(reps: Iterable[Rep]) -> list[float]:
+def paired_ratios(reps: Iterable[PairedRep]) -> list[float]:
     """candidate/main value ratios, pairing the k-th candidate rep with the k-th main rep.
 
     Reps are ordered by their place in the round's schedule, so the listing order
