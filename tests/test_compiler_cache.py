@@ -17,11 +17,14 @@ def test_a_store_per_base_image_and_compiler(tmp_path, monkeypatch):
 
 
 def _names(tmp_path, store) -> set[str]:
-    """The ccache/ entries of the build context the Docker runtime sends."""
+    """The ccache/ entries of the build context the Docker runtime sends (beside the engine's
+    tree, under engine/: the two arrive in one COPY, before the harness)."""
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
     with tarfile.open(fileobj=_build_context(src, None, store)) as tar:
-        return {m.name for m in tar.getmembers() if m.name.split("/")[0] == "ccache"}
+        names = {m.name for m in tar.getmembers()}
+    assert {"Dockerfile", "engine/src", "harness"} <= names, names
+    return {n.removeprefix("engine/") for n in names if n.startswith("engine/ccache")}
 
 
 def test_the_context_gets_the_store_or_an_empty_directory(tmp_path):

@@ -362,7 +362,7 @@ class DockerRuntime:
                            "HARNESS_BUILD": harness.build if harness else "true", "BUILD_NAME": build,
                            "BUILD_KEY": key, "ORIGIN": origin, "COMPILER_CACHE": image.compiler_cache,
                            "TOOLS": "".join(f"{t.name}\t{t.expect}\t{shlex.join(t.probe)}\n" for t in image.tools)},
-                network_mode="none",   # the labels are the Dockerfile's one LABEL: one layer, not three
+                network_mode="none",   # the labels are the Dockerfile's one LABEL: one layer, not five
             )
             for chunk in stream:
                 if self._aborted.is_set():
@@ -631,14 +631,15 @@ def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int
 
 
 def _build_context(src_dir: Path, harness: HarnessSpec | None, store: Path | None = None) -> io.BytesIO:
-    """A tar of the Dockerfile, the engine's tree (as src/), the node's compiler cache (as
-    ccache/, empty without one) and the profile's harness (as harness/, empty without one).
+    """A tar of the Dockerfile, the engine's tree (as engine/src/), the node's compiler cache (as
+    engine/ccache/, empty without one) and the profile's harness (as harness/, empty without one):
+    what the engine's build sees arrives in one COPY, the harness after it.
     Level-1 gzip: a 30 MB tree costs seconds, not tens of them, on a small node."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(str(DOCKERFILE), arcname="Dockerfile")
-        tar.add(str(src_dir), arcname="src", filter=_strip_owner)
-        _add_dir(tar, store, "ccache")
+        tar.add(str(src_dir), arcname="engine/src", filter=_strip_owner)
+        _add_dir(tar, store, "engine/ccache")
         _add_dir(tar, Path(harness.path) if harness is not None else None, "harness")
     buf.seek(0)
     return buf
