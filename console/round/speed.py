@@ -25,6 +25,7 @@ class Speed:
                  check_abort: ev.CheckAbort, look: Callable[[dict], reruns.LookBack]):
         self.cfg, self.p = cfg, cfg.profile
         self._emit, self._notice, self._check_abort, self._look = emit, notice, check_abort, look
+        self.claims_refused = False     # set by timed_pairs when it stopped on refused claims
 
     def run(self, b: Bench, receipt: Receipt) -> dict[str, list[tuple[Rep, Path]]]:
         """Warm-up, timed pairs until decided, the tail (guards); returns the timed runs' outputs by
@@ -60,7 +61,12 @@ class Speed:
         repeat = self.size(receipt, [r for k, reps in done.items() if k.phase == "timed" for r in reps])
         self._emit(ev.PhaseStarted(phase="reps"))
         pairs = self.timed_pairs(receipt, run, len(head), done, repeat)
-        run(schedule_tail(p, len(head) + 2 * pairs))
+        if self.claims_refused:
+            # the verdict stops at the refused claims, before any guard is read: guard reps
+            # could not change it
+            self._notice("info", "guards-skipped", "the guards are not measured: a build's claims were refused")
+        else:
+            run(schedule_tail(p, len(head) + 2 * pairs))
         self.check_sized(receipt)
         return timed_outputs
 
@@ -114,7 +120,7 @@ class Speed:
                 continue
             d = gate.progress(receipt, p.gate)
             if d is None:
-                stopped = "claims"
+                stopped, self.claims_refused = "claims", True
                 self._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "
                              "are run (the verdict says which and why)")
                 break

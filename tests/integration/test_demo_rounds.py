@@ -138,9 +138,13 @@ def test_a_regression_is_decided_slower_and_a_rerun_measures_nothing(shared):
 
 
 def test_inflate_is_refused_by_the_wall_clock_differential(shared):
-    v = verdict_of(shared[1]["inflate"][1])
+    rnd, events = shared[1]["inflate"]
+    v = verdict_of(events)
     assert v["outcome"] == "rejected" and "claim-differential" in codes(v), v
     assert v["tier"] is None
+    # refused claims end the verdict before the guards: none is measured
+    assert not [r for r in rnd.receipt["reps"] if r["phase"].startswith("guard:")]
+    assert "guards-skipped" in {e.code for e in events if isinstance(e, ev.Notice)}
 
 
 def test_fake_seek_is_refused_by_peak_memory_and_by_its_own_output(shared):
