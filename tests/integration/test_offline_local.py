@@ -54,7 +54,7 @@ def offline_round(bundle, tmp_path_factory):
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
            "PYTHON": sys.executable, "LC_ALL": "C.UTF-8"}
     r = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_round.sh"), str(bundle), str(work / "run"),
-                        "--reps", "4"], capture_output=True, text=True, env=env, timeout=1500)
+                        "--reps", "2"], capture_output=True, text=True, env=env, timeout=1500)
     receipt_path = work / "run" / "results" / "receipt.json"
     assert receipt_path.is_file(), r.stdout[-4000:] + r.stderr[-4000:]
     return r, json.loads(receipt_path.read_text()), work / "run"
