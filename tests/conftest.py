@@ -26,3 +26,14 @@ def base_image(docker_client):
     from console.profile import load_profile
     profile = load_profile(ROOT / "profiles" / "demo.toml")
     return images.bootstrap(docker_client, profile, lambda line: None)["image_id"]
+
+
+@pytest.fixture(scope="session")
+def installed_demo(tmp_path_factory, base_image):
+    """The console installed from a wheel into a fresh venv, and its demo round in a real terminal
+    (tests/installed.py): the wheel tests and the terminal test read the same round."""
+    from installed import demo_in_tmux, install
+    top = tmp_path_factory.mktemp("installed")
+    inst = install(top)
+    before = inst.tree()
+    return inst, before, demo_in_tmux(inst, top / "tmux")

@@ -48,7 +48,7 @@ def shared(tmp_path_factory, base_image):
     out = tmp_path_factory.mktemp("ledger")
     rounds = {"node-noise": run_demo(None, out, reps=6)}
     # a round stops once decided, or once a build's claims are refused (inflate, fake-seek)
-    budget = {"fast": None, "noise": 6, "inflate": None, "fake-seek": None, "slower": None}
+    budget = {"fast": None, "noise": 4, "inflate": None, "fake-seek": None, "slower": None}
     rounds.update({c: run_demo(c, out, reps=budget.get(c, 3))
                    for c in ("fast", "noise", "inflate", "fake-seek", "slower")})
     rounds["slower-again"] = run_demo("slower", out, reps=None)
