@@ -40,7 +40,7 @@ RULES = default_rules()
 def _sealed_dir(tmp_path: Path, receipts: list[dict], name: str = "out") -> Path:
     out = tmp_path / name
     for i, r in enumerate(receipts):
-        r = dict(r, verdict=gate.decide(r, RULES).to_dict(), round_id=f"{r['round_id']}-{i}")
+        r = dict(r, verdict=gate.decide(Receipt.from_dict(r), RULES).to_dict(), round_id=f"{r['round_id']}-{i}")
         rid = store.seal_into(out, r)
         (out / "receipt.json").write_bytes((out / "receipts" / f"{rid}.json").read_bytes())
     return out
@@ -207,13 +207,14 @@ def test_identify_is_exact_about_every_case():
 def test_junit_parses_with_a_hostile_profile_name():
     r = make_receipt(cand_parity=None)
     r["profile"] = dict(r["profile"], name='a "quoted" <name> & \'more\'')
+    r = Receipt.from_dict(r)
     v = gate.decide(r, RULES).to_dict()
     suite = ET.fromstring(junit_xml(r, v))
     assert {c.get("classname") for c in suite} == {'bench-console.a "quoted" <name> & \'more\''}
 
 
 def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monkeypatch):
-    r = make_receipt()
+    r = Receipt.from_dict(make_receipt())
     v = gate.decide(r, RULES).to_dict()
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
@@ -227,7 +228,7 @@ def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monke
 
 @pytest.mark.parametrize("outcome", sorted(OUTCOME_RECEIPTS))
 def test_annotations_are_errors_exactly_when_the_verdict_fails_the_job(outcome):
-    r = OUTCOME_RECEIPTS[outcome]()
+    r = Receipt.from_dict(OUTCOME_RECEIPTS[outcome]())
     v = gate.decide(r, RULES).to_dict()
     lines = annotations(v)
     assert len(lines) == len(v["reasons"]) + len(v["warnings"])
@@ -238,7 +239,7 @@ def test_annotations_are_errors_exactly_when_the_verdict_fails_the_job(outcome):
 
 
 def test_headless_lines_carry_annotations_only_under_github_actions():
-    r = OUTCOME_RECEIPTS["rejected"]()
+    r = Receipt.from_dict(OUTCOME_RECEIPTS["rejected"]())
     v = gate.decide(r, RULES).to_dict()
     from console import events as ev
     for github, expected in ((True, 1), (False, 0)):

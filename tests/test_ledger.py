@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from console.results import store
 from console.core import ledger as L
+from console.core.receipt import Receipt
 
 
 def receipt(n: int, outcome: str = "accepted", tier: str | None = "s", kind: str = "round") -> dict:
@@ -304,7 +305,7 @@ def test_rescore_recomputes_and_never_touches_files(tmp_path):
 
     def decide(r, rules):
         assert rules == {"cap": True}
-        return V("accepted", "xl" if r["round_id"] == "R001" else "s")
+        return V("accepted", "xl" if r.round_id == "R001" else "s")
 
     rows = store.rescore_dir(d, decide, {"cap": True})
     assert [r.id for r in rows] == ids                             # noise receipts give no row
@@ -318,11 +319,12 @@ def test_rescore_uses_each_receipts_rules_and_survives_a_failure():
     rs = [("a", receipt(0)), ("b", receipt(1))]
 
     def decide(r, rules):
-        if r["round_id"] == "R001":
+        assert isinstance(r, Receipt) and rules == r.rules       # read once, judged by its own rules
+        if r.round_id == "R001":
             raise KeyError("reps")
         return V("none", None)
 
-    rows = L.rescore(rs, decide, rules_of=lambda r: r["profile"]["rules"])
+    rows = L.rescore(rs, decide, rules_of=lambda r: r.rules)
     assert rows[0].new_outcome == "none" and rows[1].error == "KeyError: 'reps'"
 
 

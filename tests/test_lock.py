@@ -10,7 +10,7 @@ from console.results import lockfile as F, store
 from console.core import ledger as L
 from console.core import lock as K
 from console.core.fingerprint import of_host, of_receipt
-from console.core.receipt import SCHEMA, SCHEMA_1
+from console.core.receipt import SCHEMA, SCHEMA_1, Receipt
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
 GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
@@ -134,7 +134,7 @@ def test_a_guard_on_the_frontier_depth_is_refused():
 
 def test_unmeasured_slots_are_set_from_main_medians_only():
     rid, r = sealed(round_receipt(main=(200.0, 205.0, 201.0), cand=(900.0, 900.0, 900.0)))
-    ch = {c.key: c for c in K.update_from_receipt({}, rid, r, OK)}
+    ch = {c.key: c for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), OK)}
     assert (ch[FRONT].action, ch[FRONT].new, ch[FRONT].receipt) == ("set", 201.0, rid)
     assert (ch[GUARD].action, ch[GUARD].new, ch[GUARD].kind) == ("set", 301.0, "guard")
 
@@ -142,9 +142,9 @@ def test_unmeasured_slots_are_set_from_main_medians_only():
 def test_frontier_rises_on_any_higher_main_and_holds_otherwise():
     lock = {"baselines": {FRONT: {"kind": "frontier", "value": 201.0, "receipt": "x"}}}
     rid, r = sealed(round_receipt(main=(201.5, 201.5, 201.5)))
-    assert {c.key: c.action for c in K.update_from_receipt(lock, rid, r, OK)}[FRONT] == "raise"
+    assert {c.key: c.action for c in K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK)}[FRONT] == "raise"
     rid, r = sealed(round_receipt(main=(150.0, 150.0, 150.0)))
-    c = {c.key: c for c in K.update_from_receipt(lock, rid, r, OK)}[FRONT]
+    c = {c.key: c for c in K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK)}[FRONT]
     assert c.action == "hold" and not c.moves and "raise-only" in c.reason
 
 
@@ -153,7 +153,7 @@ def test_guard_floor_is_never_lowered_and_follows_only_a_clear_rise():
 
     def act(vals):
         rid, r = sealed(round_receipt(guard=vals))
-        return {c.key: c for c in K.update_from_receipt(lock, rid, r, OK)}[GUARD]
+        return {c.key: c for c in K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK)}[GUARD]
 
     low = act((250.0, 250.0, 250.0))
     assert low.action == "hold" and "never lowered" in low.reason
@@ -172,31 +172,31 @@ def test_rounds_that_cannot_vouch_for_main_move_nothing(mutate, why):
     r = round_receipt()
     mutate(r)
     rid, r = sealed(r)
-    ch = {c.key: c for c in K.update_from_receipt({}, rid, r, OK)}
+    ch = {c.key: c for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), OK)}
     assert ch[FRONT].action == "hold" and why in ch[FRONT].reason
 
 
 def test_an_unusable_verdict_moves_nothing():
     rid, r = sealed(round_receipt())
-    assert not any(c.moves for c in K.update_from_receipt({}, rid, r, {"outcome": "infra"}))
+    assert not any(c.moves for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), {"outcome": "infra"}))
 
 
 @pytest.mark.parametrize("code", ["main-parity-fail", "main-parity-error"])
 def test_a_main_that_fails_its_own_parity_moves_nothing(code):
     rid, r = sealed(round_receipt())
     verdict = {"outcome": "accepted", "warnings": [{"code": code, "message": "…"}]}
-    ch = K.update_from_receipt({}, rid, r, verdict)
+    ch = K.update_from_receipt({}, rid, Receipt.from_dict(r), verdict)
     assert ch and not any(c.moves for c in ch) and all("parity" in c.reason for c in ch)
 
 
 def test_only_sealed_receipts_move_pins():
     with pytest.raises(K.LockError, match="sealed"):
-        K.update_from_receipt({}, "x", round_receipt(), OK)
+        K.update_from_receipt({}, "x", Receipt.from_dict(round_receipt()), OK)
 
 
 def test_noise_is_recorded_per_node():
     rid, r = sealed(noise_receipt(0.0123456789))
-    (c,) = K.update_from_receipt({}, rid, r, None)
+    (c,) = K.update_from_receipt({}, rid, Receipt.from_dict(r), None)
     assert (c.table, c.key, c.new) == ("noise", "cpu-2core", 0.0123457)
     node = of_receipt(r)
     assert K.apply_to_dict({}, [c])["noise"]["cpu-2core"] == {"spread": 0.0123457, "receipt": rid,
@@ -211,7 +211,7 @@ def test_attested_figures_never_move_the_value():
     m = F.model(doc)
     assert K.value_of(m, FRONT) == 0.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
     rid, r = sealed(round_receipt())
-    F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
+    F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, Receipt.from_dict(r), OK))
     m = F.model(doc)
     assert m["baselines"][FRONT]["value"] == 201.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
     assert K.verify_lock(m, {rid: r}) == []
@@ -227,7 +227,7 @@ def test_frontier_and_guard_never_decrease(rounds):
     history = []
     for i, (m, g, status) in enumerate(rounds):
         rid, r = sealed(round_receipt(main=m, guard=g, status=status, n=i))
-        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, OK))
+        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK))
         history.append((K.value_of(lock, FRONT), K.value_of(lock, GUARD)))
     for (f0, g0), (f1, g1) in zip(history, history[1:]):
         assert f1 >= f0 and g1 >= g0
@@ -242,7 +242,7 @@ def test_comments_survive_every_rewrite():
     doc = F.loads(LOCK_TEXT)
     for i, vals in enumerate([(200.0,) * 3, (210.0,) * 3, (190.0,) * 3]):
         rid, r = sealed(round_receipt(main=vals, guard=tuple(v + 200 for v in vals), n=i))
-        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
+        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, Receipt.from_dict(r), OK))
         doc = F.loads(tomlkit.dumps(doc))
     text = tomlkit.dumps(doc)
     for comment in ["# reference.lock for the demo", "# the independent implementation",
@@ -258,7 +258,7 @@ def test_new_slots_and_noise_tables_are_written_as_quoted_keys(tmp_path):
     doc = F.loads("# top\n")
     rid, r = sealed(round_receipt(node="h200x8"))
     nid, n = sealed(noise_receipt(node="h200x8"))
-    F.apply_changes(doc, K.update_from_receipt({}, rid, r, OK) + K.update_from_receipt({}, nid, n, None))
+    F.apply_changes(doc, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK) + K.update_from_receipt({}, nid, Receipt.from_dict(n), None))
     path = tmp_path / "reference.lock"
     store.write_lock(path, doc)
     text = path.read_text()
@@ -283,14 +283,14 @@ def test_invalid_toml_is_a_lock_error():
 def test_a_pin_main_outgrows_is_stale_and_says_by_how_much():
     lock = {"baselines": {FRONT: {"kind": "frontier", "value": 100.0}, GUARD: {"kind": "guard", "value": 300.0}}}
     _, r = sealed(round_receipt(main=(115.0,) * 3, guard=(301.0,) * 3))
-    (f,) = K.stale_findings(lock, r, 0.02)
+    (f,) = K.stale_findings(lock, Receipt.from_dict(r), 0.02)
     assert (f.slot, f.pinned, f.measured, round(f.by, 4)) == (FRONT, 100.0, 115.0, 0.15)
     assert "+15.0%" in f.message
 
 
 def test_unmeasured_pins_are_not_stale():
     _, r = sealed(round_receipt())
-    assert K.stale_findings({}, r, 0.02) == []
+    assert K.stale_findings({}, Receipt.from_dict(r), 0.02) == []
 
 
 # --- verification ------------------------------------------------------------------
@@ -304,14 +304,14 @@ def world():
     receipts = {a_id: a, b_id: b, n_id: n}
     lock: dict = {}
     for rid, r in receipts.items():
-        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, r, NOISE_OK if r["kind"] == "noise" else OK))
+        lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, Receipt.from_dict(r), NOISE_OK if r["kind"] == "noise" else OK))
     assert K.verify_lock(lock, receipts) == []
     return lock, receipts, (a_id, b_id, n_id)
 
 
 def test_a_noise_round_the_gate_did_not_accept_moves_no_noise_pin():
     n_id, n = sealed(noise_receipt(spread=0.001))
-    ch = K.update_from_receipt({"noise": {"cpu-2core": {"spread": 0.05}}}, n_id, n, {"outcome": "infra"})
+    ch = K.update_from_receipt({"noise": {"cpu-2core": {"spread": 0.05}}}, n_id, Receipt.from_dict(n), {"outcome": "infra"})
     assert [c.action for c in ch] == ["hold"] and "infra" in ch[0].reason
 
 
@@ -405,7 +405,7 @@ def test_lock_verify_against_a_real_ledger(tmp_path):
     ids = [store.seal_into(tmp_path, round_receipt(main=(v,) * 3, n=i)) for i, v in enumerate([200.0, 220.0, 210.0])]
     doc = F.loads(LOCK_TEXT)
     for rid, r in store.ledger_receipts(tmp_path).items():
-        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
+        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, Receipt.from_dict(r), OK))
     store.write_lock(tmp_path / "reference.lock", doc)
     m = F.model(store.read_lock(tmp_path / "reference.lock"))
     assert m["baselines"][FRONT]["receipt"] == ids[1] and m["baselines"][FRONT]["value"] == 220.0
@@ -467,9 +467,9 @@ def noise_v2(ratios, node="cpu-2core", n=0):
 
 def test_a_schema_2_pin_is_main_s_lower_confidence_bound_not_its_median():
     rid, r = sealed(round_v2((200.0, 180.0, 220.0, 205.0, 195.0)))
-    m = K.measure(r, K.slots_of(r["profile"])[FRONT])
+    m = K.measure(Receipt.from_dict(r), K.slots_of(r["profile"])[FRONT])
     assert m.bound and m.value < 200.0 and m.value == K.pin(K.lower_bound([200.0, 180.0, 220.0, 205.0, 195.0], 0.01))
-    (front,) = [c for c in K.update_from_receipt({}, rid, r, OK) if c.key == FRONT]
+    (front,) = [c for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), OK) if c.key == FRONT]
     assert front.action == "set" and front.new == m.value and "lower bound" in front.reason
 
 
@@ -480,7 +480,7 @@ def test_a_pin_never_rises_on_a_round_whose_main_measurement_does_not_support_it
     lock = {"baselines": {FRONT: {"kind": "frontier", "value": K.pin(old), "receipt": "x", "measured_at": ""},
                           GUARD: {"kind": "guard", "value": K.pin(old), "receipt": "x", "measured_at": ""}}}
     bound = {FRONT: K.pin(K.lower_bound(list(values), 0.01)), GUARD: K.pin(K.lower_bound([300.0, 301.0, 302.0], 0.01))}
-    for c in K.update_from_receipt(lock, rid, r, OK):
+    for c in K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK):
         if c.moves:
             assert c.new == bound[c.key] > K.pin(old)   # supported: its lower bound clears the old pin
         else:
@@ -491,7 +491,7 @@ def test_a_lucky_median_above_the_pin_does_not_raise_it():
     # median 205 > pin 200, but five noisy reps do not support more than ~183
     rid, r = sealed(round_v2((205.0, 170.0, 240.0, 208.0, 190.0)))
     lock = {"baselines": {FRONT: {"kind": "frontier", "value": 200.0, "receipt": "x", "measured_at": ""}}}
-    (front,) = [c for c in K.update_from_receipt(lock, rid, r, OK) if c.key == FRONT]
+    (front,) = [c for c in K.update_from_receipt(lock, rid, Receipt.from_dict(r), OK) if c.key == FRONT]
     assert front.action == "hold" and "supports" in front.reason
 
 
@@ -499,9 +499,9 @@ def test_node_noise_pools_over_its_noise_rounds_and_a_quiet_round_does_not_repla
     loud_id, loud = sealed(noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95]))
     quiet_id, quiet = sealed(noise_v2([1.001, 0.999, 1.002, 0.998], n=1), loud_id)
     ledger = {loud_id: loud, quiet_id: quiet}
-    (c1,) = K.update_from_receipt({}, loud_id, loud, NOISE_OK, ledger=ledger)
+    (c1,) = K.update_from_receipt({}, loud_id, Receipt.from_dict(loud), NOISE_OK, ledger=ledger)
     lock = K.apply_to_dict({}, [c1])
-    (c2,) = K.update_from_receipt(lock, quiet_id, quiet, NOISE_OK, ledger=ledger)
+    (c2,) = K.update_from_receipt(lock, quiet_id, Receipt.from_dict(quiet), NOISE_OK, ledger=ledger)
     lock = K.apply_to_dict(lock, [c2])
     entry = lock["noise"]["cpu-2core"]
     assert entry["receipts"] == [loud_id, quiet_id] and entry["df"] == 5 + 3
@@ -540,13 +540,13 @@ def demo_lock(tmp_path):
 def seal_and_update(out, path, profile, receipt):
     rid = store.seal_into(out, receipt)
     doc = store.ledger_receipts(out)[rid]
-    moved, _ = F.update(path, rid, doc, OK if receipt["kind"] == "round" else NOISE_OK, profile, ledger_dir=out)
+    moved, _ = F.update(path, rid, Receipt.from_dict(doc), OK if receipt["kind"] == "round" else NOISE_OK, profile, ledger_dir=out)
     return rid, moved
 
 
 def test_a_pin_records_the_node_of_the_receipt_that_set_it():
     rid, r = sealed(on(EPYC, round_receipt()))
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     node = of_host(EPYC)
     assert lock["baselines"][FRONT]["fingerprint"] == node.digest
     assert lock["baselines"][FRONT]["node_facts"] == dict(node.facts)
@@ -614,8 +614,8 @@ def test_noise_of_another_node_is_kept_apart_and_pools_only_with_its_own_node():
     a_id, a = sealed(on(EPYC, noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95])))
     b_id, b = sealed(on(XEON, noise_v2([1.001, 0.999, 1.002, 0.998], n=1)), a_id)
     ledger = {a_id: a, b_id: b}
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, a, NOISE_OK, ledger=ledger))
-    (c,) = K.update_from_receipt(lock, b_id, b, NOISE_OK, ledger=ledger)
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), NOISE_OK, ledger=ledger))
+    (c,) = K.update_from_receipt(lock, b_id, Receipt.from_dict(b), NOISE_OK, ledger=ledger)
     assert (c.key, c.action) == (f"cpu-2core@{of_host(XEON).digest}", "set")
     lock = K.apply_to_dict(lock, [c])
     assert lock["noise"]["cpu-2core"]["receipts"] == [a_id] and lock["noise"][c.key]["receipts"] == [b_id]
@@ -632,7 +632,7 @@ def test_noise_of_another_node_is_kept_apart_and_pools_only_with_its_own_node():
 ])
 def test_lock_verify_names_a_recorded_node_that_is_not_the_receipt_s(edit, code):
     rid, r = sealed(on(EPYC, round_receipt()))
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     edit(lock["baselines"][FRONT], of_host(XEON))
     p = [p for p in K.verify_lock(lock, {rid: r}) if p.slot == FRONT]
     assert [x.code for x in p] == [code]
@@ -640,7 +640,7 @@ def test_lock_verify_names_a_recorded_node_that_is_not_the_receipt_s(edit, code)
 
 def test_a_key_kept_apart_for_one_node_must_record_that_node():
     rid, r = sealed(on(EPYC, round_receipt()))
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, r, OK))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     lock["baselines"][f"{FRONT}@{of_host(XEON).digest}"] = lock["baselines"].pop(FRONT)
     p = one([p for p in K.verify_lock(lock, {rid: r}) if p.fatal])
     assert p.code == "bad-fingerprint" and of_host(XEON).digest in p.message
@@ -649,9 +649,9 @@ def test_a_key_kept_apart_for_one_node_must_record_that_node():
 def test_stale_pins_are_judged_against_rounds_of_their_own_node():
     a_id, a = sealed(on(EPYC, round_receipt(main=(200.0, 201.0, 202.0))))
     b_id, b = sealed(on(XEON, round_receipt(main=(400.0,) * 3, guard=(900.0,) * 3, n=1)), a_id)
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, a, OK))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), OK))
     assert K.verify_lock(lock, {a_id: a, b_id: b}) == []          # the Xeon's faster main says nothing of it
-    assert K.stale_findings(lock, b, 0.02, {a_id: a}) == []
+    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, {a_id: a}) == []
 
 
 def test_lock_show_lists_each_node_with_its_facts_and_pins(tmp_path, demo_lock, capsys):

@@ -4,6 +4,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from console.core import gate
+from console.core.receipt import Receipt
 from console.core.verdict import OUTCOMES, stage_of
 from console.reports.text import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
 
@@ -13,8 +14,8 @@ RULES = default_rules()
 
 
 def _round(make):
-    r = make()
-    r["summary"] = {b: f.to_dict() for b, f in gate.summarize(r, RULES).items()}
+    r = Receipt.from_dict(make())
+    r.summary = gate.summarize(r, RULES)
     return r, gate.decide(r, RULES).to_dict()
 
 
@@ -37,14 +38,14 @@ def test_each_outcome_renders_from_the_gates_verdict(outcome):
     assert failed == {stage_of(x["code"]) for x in v["reasons"]}
     md = markdown_summary(r, v)
     assert f"**Verdict: {outcome}" in md
-    if r["summary"]["main"]["n"]:               # the summary shows the medians the gate decided on
-        assert f"{gate.counted(r, RULES).values('main')[0]:.2f}" in md or f"{r['summary']['main']['median']:.2f}" in md
+    if r.summary["main"].n:               # the summary shows the medians the gate decided on
+        assert f"{gate.counted(r, RULES).values('main')[0]:.2f}" in md or f"{r.summary['main'].median:.2f}" in md
 
 
 def test_the_apparatus_refusal_is_a_verdict_the_gate_re_derives():
     r = make_receipt()
     r["apparatus"] = {"protected": ["src/bench.c"], "touched": ["src/bench.c"]}
-    v = gate.decide(r, RULES)
+    v = gate.decide(Receipt.from_dict(r), RULES)
     assert v.outcome == "rejected" and v.codes == ["apparatus-touched"] and v.exit_code == 1
     assert v.reasons[0].files == ("src/bench.c",) and "src/bench.c" in v.reasons[0].message
     assert v.speed is None and v.to_dict()["speed"] == {"suppressed": "the candidate touched the apparatus"}
@@ -53,6 +54,6 @@ def test_the_apparatus_refusal_is_a_verdict_the_gate_re_derives():
 
 def test_junit_escapes_what_the_profile_and_engine_wrote():
     r, v = _round(OUTCOME_RECEIPTS["rejected"])
-    r["profile"]["name"] = 'a "quoted" <name> & more'
+    r.profile.name = 'a "quoted" <name> & more'
     suite = ET.fromstring(junit_xml(r, v))
     assert suite[0].get("classname") == 'bench-console.a "quoted" <name> & more'

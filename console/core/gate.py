@@ -43,13 +43,21 @@ from console.core.adjudication import Adjudication, Ruling
 from console.core.figures import finite, shown
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
 from console.core.receipt import (BUILDS, Figures, ParityRecord, ParitySide, PathFigures, Pins, Receipt,
-                                  Rep, Sequential, TimedPath, as_receipt, is_bench_phase)
+                                  Rep, Sequential, TimedPath, is_bench_phase, plain)
 from console.core.rules import GateRules
 from console.core.sequential import band  # noqa: F401 - one definition, re-exported
 from console.core.verdict import BANDS, OUTCOMES, Caveat, NoiseReport, Outcome, Reason, Speed, Verdict  # noqa: F401
 from console.core.verdict import num as _num, pct as _pct, reason, warning
 
 
+
+
+def _typed(receipt: Receipt) -> Receipt:
+    """The gate reads typed receipts only: whoever holds a document reads it once, at its edge."""
+    if not isinstance(receipt, Receipt):
+        raise TypeError(f"the gate takes a Receipt, not a {type(receipt).__name__}: read the document "
+                        "once with Receipt.from_dict and pass the receipt")
+    return receipt
 
 
 # --- parity ------------------------------------------------------------------------
@@ -149,9 +157,9 @@ class ParityGrade:
         return not self.reasons
 
 
-def grade_parity(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> ParityGrade:
+def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
     """The candidate's parity graded at every declared depth, its scored and timed paths and its server."""
-    par = as_receipt(receipt).parity
+    par = _typed(receipt).parity
     cand_side, main_side = par.candidate, par.main
     reasons: list[Reason] = []
     warnings: list[Caveat] = []
@@ -263,19 +271,19 @@ def drift_warning(drifting: list[DepthStatus], rules: GateRules) -> Caveat:
                                    "the ratchet rejects it once it reaches the bar")
 
 
-def parity_passes(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> bool:
+def parity_passes(receipt: Receipt, rules: GateRules) -> bool:
     """Whether the candidate passed every parity check and its task accuracy: the round uses it
     to skip timing."""
-    r = as_receipt(receipt)     # read once for both stages
+    r = _typed(receipt)
     return grade_parity(r, rules).passed and not grade_accuracy(r, rules)[1]
 
 
-def grade_accuracy(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> tuple[dict[str, Any] | None, list]:
+def grade_accuracy(receipt: Receipt, rules: GateRules) -> tuple[dict[str, Any] | None, list]:
     """(accuracy table, reasons) of the task accuracy stage; (None, []) when the round had none.
 
     A reason's ``build`` says whose problem it is: the candidate's score or run ("candidate"),
     or the reference side's run (None: the yardstick failed, so the round is infra)."""
-    acc = as_receipt(receipt).accuracy
+    acc = _typed(receipt).accuracy
     if acc is None:
         return None, []
     n = len(acc.answers)
@@ -426,10 +434,10 @@ def counts(rep: Rep) -> bool:
     return rep.status == "ok" and rep.value is not None and finite(rep.wall_s)
 
 
-def counted(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Counted:
+def counted(receipt: Receipt, rules: GateRules) -> Counted:
     """Which of a round's reps count: every statistic (the verdict, the receipt's summary, the
     lock's pins, the screens) is computed over these and only these."""
-    r = as_receipt(receipt)
+    r = _typed(receipt)
     bench = r.profile.bench
     reps = sorted((x for x in r.reps if is_bench_phase(x.phase)), key=lambda x: x.schedule_key)
     valid: dict[tuple[str, str], list[Rep]] = {}
@@ -495,7 +503,7 @@ def _legacy_differential(valid: dict, problems: dict, rules: GateRules) -> dict[
     return out
 
 
-def summarize(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> dict[str, Figures]:
+def summarize(receipt: Receipt, rules: GateRules) -> dict[str, Figures]:
     """Per-build figures of the timed reps that count: the same reps the verdict decided on."""
     c = counted(receipt, rules)
     return {b: Figures(**stats.summary(c.values(b))) for b in BUILDS}
@@ -646,12 +654,12 @@ def _apparatus_touched(r: Receipt) -> Reason:
                   files=touched)
 
 
-def decide(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> Verdict:
+def decide(receipt: Receipt, rules: GateRules) -> Verdict:
     """The verdict of one round (or noise round), from its receipt's raw measurements.
 
     Stages in order, the first that stops the round giving the verdict: the apparatus, parity
     and task accuracy, the reps that count, the guards, then the speed decision."""
-    r = as_receipt(receipt)
+    r = _typed(receipt)
     if r.kind == "noise":
         return _decide_noise(r, rules)
     sealed = ruleset(r)
@@ -926,10 +934,10 @@ def basis_of(c: Counted, lock: Pins, rules: GateRules) -> sequential.Basis:
     return sequential.Basis(stats.median(main) if main else 1.0, float(lock.frontier or 0.0), rules.anchor)
 
 
-def progress(receipt: Receipt | Mapping[str, Any], rules: GateRules) -> sequential.Decision | None:
+def progress(receipt: Receipt, rules: GateRules) -> sequential.Decision | None:
     """The decision so far, for the round's stopping rule: None once nothing can be decided
     from speed any more (a build's claims refused, a failed run)."""
-    r = as_receipt(receipt)
+    r = _typed(receipt)
     c = counted(r, rules)
     if c.problems["main"] or c.problems["candidate"]:
         return None
@@ -983,7 +991,7 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
         plausibility={"factor": rules.plausibility, "reference": reference, "reference_kind": reference_kind,
                       "ceiling": rules.plausibility * reference},
         differential=c.differential, significant=d.state == "accepted", band=d.tier,
-        method=sequential.METHOD, decision=d.to_dict(), preview=seq.preview,
+        method=sequential.METHOD, decision=d.to_dict(), preview=plain(seq.preview),   # the verdict's own copy
         node_noise=node.to_dict() if node else None, pair_sd=pair_sd, needed_pairs=needed)
     return speed, d
 

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from console.core.receipt import Receipt, ReceiptError
 from console.core.untrusted import loads
 
 LEDGER_FILE = "ledger.jsonl"
@@ -346,28 +347,40 @@ class Row:
         return (self.old_outcome, self.old_tier) != (self.new_outcome, self.new_tier)
 
 
-def rescore(receipts: Iterable[tuple[str, Mapping[str, Any]]] | Mapping[str, Mapping[str, Any]], decide: Callable[[Any, Any], Any],
-            rules: Any = None, rules_of: Callable[[Mapping[str, Any]], Any] | None = None) -> list[Row]:
+def rescore(receipts: Iterable[tuple[str, Mapping[str, Any]]] | Mapping[str, Mapping[str, Any]],
+            decide: Callable[[Receipt, Any], Any], rules: Any = None,
+            rules_of: Callable[[Receipt], Any] | None = None) -> list[Row]:
     """Re-derive every round's verdict with ``decide(receipt, rules)``.
 
-    ``receipts`` is (id, receipt) pairs or an id -> receipt mapping, in
-    ledger order. ``rules`` applies to every receipt; when None, ``rules_of(receipt)`` gives
-    each receipt its own (normally the rules it was sealed under). Noise
-    receipts have no verdict and give no row. Nothing is written: the stored
-    verdict stays as sealed, and the rows say where the recomputation differs.
+    ``receipts`` is (id, stored document) pairs or an id -> document mapping, in ledger order;
+    each is read once (``Receipt.from_dict``). ``rules`` applies to every receipt; when None,
+    ``rules_of(receipt)`` gives each receipt its own (by default the rules it was sealed under).
+    Noise receipts have no verdict and give no row. Nothing is written: the stored verdict stays
+    as sealed, and the rows say where the recomputation differs.
     """
     rows: list[Row] = []
     pairs = receipts.items() if isinstance(receipts, Mapping) else receipts
-    for rid, r in pairs:
-        if r.get("kind", "round") != "round":
-            continue
-        old = r.get("verdict") if isinstance(r.get("verdict"), Mapping) else {}
-        base = dict(id=rid, round_id=str(r.get("round_id", "")), old_outcome=old.get("outcome"), old_tier=old.get("tier"))
+    for rid, doc in pairs:
         try:
-            v = decide(r, rules if rules is not None or rules_of is None else rules_of(r))
-        except Exception as e:  # one unreadable receipt must not hide the rest of the ladder
+            r = Receipt.from_dict(doc)
+        except ReceiptError as e:   # one unreadable receipt must not hide the rest of the ladder
+            rows.append(Row(id=rid, round_id=str(doc.get("round_id", "")) if isinstance(doc, Mapping) else "",
+                            old_outcome=None, old_tier=None, new_outcome=None, new_tier=None,
+                            error=f"{type(e).__name__}: {e}"))
+            continue
+        if r.kind != "round":
+            continue
+        old = r.verdict
+        base = dict(id=rid, round_id=r.round_id, old_outcome=old.outcome if old else None,
+                    old_tier=old.tier if old else None)
+        try:
+            v = decide(r, rules if rules is not None else (rules_of or _sealed_rules)(r))
+        except Exception as e:  # one receipt the rules cannot judge must not hide the rest either
             rows.append(Row(**base, new_outcome=None, new_tier=None, error=f"{type(e).__name__}: {e}"))
             continue
         rows.append(Row(**base, new_outcome=v.outcome, new_tier=v.tier, new_verdict=v.to_dict()))
     return rows
 
+
+def _sealed_rules(r: Receipt) -> Any:
+    return r.rules

@@ -38,7 +38,7 @@ from console.core.figures import finite
 from console.core.fingerprint import DIGEST_CHARS, Fingerprint, describe, differences, of_facts, of_receipt
 from console.core.gate import counted, log_ratios
 from console.core.ledger import Problem
-from console.core.receipt import SCHEMA_1, Receipt, as_receipt
+from console.core.receipt import SCHEMA_1, Receipt
 from console.core.sequential import pair_noise
 from console.core.stats import geometric_bound, median
 
@@ -268,11 +268,10 @@ def pin(x: float) -> float:
     return float(f"{x:.{SIG_DIGITS}g}")
 
 
-def measure(receipt: Mapping[str, Any], spec: SlotSpec) -> Measured:
+def measure(r: Receipt, spec: SlotSpec) -> Measured:
     """Recompute what main's reps for ``spec`` support, from the reps that count
     (``gate.counted``), never from the summary: the lower confidence bound of main's
     geometric mean (schema 2), or its median (schema 1)."""
-    r = as_receipt(receipt)
     ok = counted(r, r.rules).valid.get(("main", spec.phase), [])
     for rep in ok:
         if rep.depth != spec.slot.depth:
@@ -295,9 +294,9 @@ def lower_bound(values: list[float], level: float) -> float:
     return geometric_bound(values, level, "lower")
 
 
-def noise_spread_of(receipt: Receipt | Mapping[str, Any]) -> float | None:
+def noise_spread_of(r: Receipt) -> float | None:
     """The node's noise spread a sealed noise receipt carries (``noise.spread``)."""
-    noise = as_receipt(receipt).noise
+    noise = r.noise
     v = noise.spread if noise else None
     return pin(float(v)) if finite(v) and v >= 0 else None
 
@@ -342,7 +341,7 @@ def value_of(lock: Mapping[str, Any], slot: str) -> float:
     return float(v) if finite(v) else 0.0
 
 
-def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mapping[str, Any],
+def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, r: Receipt,
                         verdict: Any, significance: float | None = None,
                         ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     """Decide what a sealed receipt does to the lock (nothing is modified here).
@@ -355,7 +354,6 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, receipt: Mappi
     measured a pin written before fingerprints.
     Only the pins of the receipt's node move (``node_pin``).
     """
-    r = as_receipt(receipt)
     if not isinstance(r.seal, Mapping):
         raise LockError("only a sealed receipt can move a pin")
     at = _measured_at(r)
@@ -457,7 +455,7 @@ def _noise_changes(lock: Mapping[str, Any], rid: str, r: Receipt, at: str,
     ledger = ledger or {}
     # only this node's noise pools: an entry written before fingerprints may cite another's
     earlier = [x for x in cited if x in ledger and x != rid and of_receipt(ledger[x]).digest == here.digest]
-    pooled = pooled_noise([ledger[x] for x in earlier] + [r])
+    pooled = pooled_noise([Receipt.from_dict(ledger[x]) for x in earlier] + [r])
     if pooled is None:
         return change("hold", None, "noise receipt has fewer than three valid pairs")
     sd, df = pooled
@@ -467,13 +465,12 @@ def _noise_changes(lock: Mapping[str, Any], rid: str, r: Receipt, at: str,
     return change("set" if old <= 0 else "pool", sd, why, {"df": df, "receipts": earlier + [rid]})
 
 
-def noise_log_ratios(receipt: Mapping[str, Any]) -> list[float]:
+def noise_log_ratios(r: Receipt) -> list[float]:
     """A schema-2 noise receipt's paired log ratios, from the reps that count."""
-    r = as_receipt(receipt)
     return log_ratios(counted(r, r.rules))
 
 
-def pooled_noise(receipts: list[Mapping[str, Any]]) -> tuple[float, int] | None:
+def pooled_noise(receipts: list[Receipt]) -> tuple[float, int] | None:
     """(pinned SD, degrees of freedom) of the pair noise pooled over schema-2 noise receipts."""
     found = pair_noise([noise_log_ratios(r) for r in receipts])
     return None if found is None else (pin(found.sd), found.df)
@@ -527,12 +524,11 @@ class Finding:
     message: str
 
 
-def stale_findings(lock: Mapping[str, Any], receipt: Receipt | Mapping[str, Any], significance: float,
+def stale_findings(lock: Mapping[str, Any], r: Receipt, significance: float,
                    receipts: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
     """Pins of the receipt's node that main, in this receipt, measures above by more than
     ``significance`` (``receipts``: the ledger, for pins written before fingerprints)."""
     out = []
-    r = as_receipt(receipt)
     node = _node_of(r)
     for name, spec in slots_of(r.profile.to_dict()).items():
         np = node_pin(baselines(lock), name, node, receipts)
@@ -637,7 +633,7 @@ def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str
                                   f"(profile {prof.get('name')!r}, node {prof.get('node')!r}), not this slot", rid)
     if spec.kind != kind:
         return p("kind-mismatch", f"slot is a {kind} but the receipt measured it as a {spec.kind}", rid)
-    m = measure(r, spec)
+    m = measure(Receipt.from_dict(r), spec)     # the ledger's document, read here once
     if m.value is None:
         return p("not-measured", f"cited receipt does not give a value: {m.reason}", rid)
     if m.value != value:
@@ -668,8 +664,8 @@ def _check_noise(key: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], fi
     got_node = (r.get("profile") or {}).get("node")
     if got_node != node:
         return p("axis-mismatch", f"cited noise receipt was measured on node {got_node!r}", rid)
-    if noise_spread_of(r) != spread:
-        return p("value-mismatch", f"lock says {spread:g}, the cited receipt gives {noise_spread_of(r)}", rid)
+    if (got := noise_spread_of(Receipt.from_dict(r))) != spread:
+        return p("value-mismatch", f"lock says {spread:g}, the cited receipt gives {got}", rid)
     return _check_node(t, rid, r, p)
 
 
@@ -698,7 +694,7 @@ def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, 
         if bad := _check_node(t, rid, r, p):
             return bad
     try:
-        pooled = pooled_noise([receipts[x] for x in cited])
+        pooled = pooled_noise([Receipt.from_dict(receipts[x]) for x in cited])
     except Exception as e:  # an unreadable receipt is a problem to report, not a crash
         return p("not-measured", f"the cited noise receipts cannot be read: {e}")
     if pooled != (sd, df):
@@ -725,7 +721,7 @@ def _stale_problems(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str,
         if there is None or (split_key(name)[0], there.digest) not in latest:
             continue
         rid, r = latest[(split_key(name)[0], there.digest)]
-        sealed = as_receipt(r)
+        sealed = Receipt.from_dict(r)
         for f in stale_findings(lock, sealed, _significance(sealed, None), receipts):
             if f.slot == name:
                 out.append(Problem(f.code, f.message, file, None, rid, name, fatal=False))

@@ -9,7 +9,8 @@ plain JSON: they are recorded, not decided on.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
 from console.core.adjudication import Adjudication
@@ -44,6 +45,62 @@ class ReceiptError(ValueError):
     def under(self, where: str) -> "ReceiptError":
         key = where + ("" if self.key.startswith("[") else ".") + self.key if self.key else where
         return ReceiptError(self.message, key)
+
+
+class FrozenReceiptError(AttributeError):
+    """A sealed receipt changed in memory would no longer be what its ledger line vouches for."""
+
+
+class _Freezable:
+    """A part of a receipt that refuses changes once ``freeze`` ran: its attributes refuse
+    assignment and its lists and objects become tuples and read-only mappings."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen"):
+            raise FrozenReceiptError(f"cannot set {type(self).__name__}.{name}: the receipt is sealed; "
+                                     "re-read it (Receipt.from_dict) into a new receipt rather than edit it")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self.__dict__.get("_frozen"):
+            raise FrozenReceiptError(f"cannot delete {type(self).__name__}.{name}: the receipt is sealed")
+        object.__delattr__(self, name)
+
+    @property
+    def frozen(self) -> bool:
+        return bool(self.__dict__.get("_frozen"))
+
+    def freeze(self: "F") -> "F":
+        for f in fields(self):  # type: ignore[arg-type]
+            object.__setattr__(self, f.name, _read_only(getattr(self, f.name)))
+        object.__setattr__(self, "_frozen", True)
+        return self
+
+
+F = TypeVar("F", bound=_Freezable)
+
+
+def _read_only(x: Any) -> Any:
+    """``x`` with every list a tuple and every object a read-only mapping, all the way down."""
+    if isinstance(x, _Freezable):
+        return x.freeze()
+    if isinstance(x, Mapping) and not isinstance(x, MappingProxyType):
+        return MappingProxyType({k: _read_only(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return tuple(_read_only(v) for v in x)
+    return x
+
+
+def plain(x: Any) -> Any:
+    """``x`` as JSON values (``asdict``'s reading, frozen parts included): lists and dicts again,
+    so a frozen receipt writes exactly the document it was read from."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, Mapping):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
 
 
 def _opt_float(x: Any) -> float | None:
@@ -89,7 +146,7 @@ def is_bench_phase(phase: str) -> bool:
 
 
 @dataclass
-class Rep:
+class Rep(_Freezable):
     """One run of the bench command, as the console saw it from outside."""
     build: str                          # "main" | "candidate"
     phase: str                          # "warmup" | "short" | "timed" | "guard:<name>" | "scored_path"
@@ -131,7 +188,7 @@ class Rep:
         return self.status in EXCLUDED
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = plain(self)
         if self.repeat == 1:
             del out["repeat"]       # absent, as in the receipts that predate it
         return out
@@ -154,7 +211,7 @@ class Rep:
 # --- builds ----------------------------------------------------------------------------
 
 @dataclass
-class Build:
+class Build(_Freezable):
     """Where one build came from and what it became."""
     source: dict[str, Any]              # {"path": …} | {"git": …, "commit": …} | {"patch": …}, with tree_sha256
     tree_sha256: str | None = None
@@ -171,7 +228,7 @@ class Build:
     compiler_cache: dict[str, Any] | None = None    # {tool, hits, misses, store_bytes}: objects reused by ccache
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = plain(self)
         for k in ("tools", "engine_sha256", "engine_files", "key", "reused_from", "reproduced", "compiler_cache"):
             if d[k] is None:
                 del d[k]        # absent, as in receipts that predate them
@@ -188,7 +245,7 @@ class Build:
 
 
 @dataclass
-class Inputs:
+class Inputs(_Freezable):
     """What every run of a round reads besides the document: model files and the harness."""
     model: list[dict[str, Any]] = field(default_factory=list)   # {name, path, bytes, sha256}
     warm: dict[str, Any] | None = None      # the page-cache read before the first rep: {bytes, seconds}
@@ -196,7 +253,7 @@ class Inputs:
     fill: str = "decode"                    # how the context before a timed section is filled
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Inputs | None":
@@ -209,7 +266,7 @@ class Inputs:
 # --- parity -----------------------------------------------------------------------------
 
 @dataclass
-class ParitySide:
+class ParitySide(_Freezable):
     """One build's logits at the declared depths, graded against the reference."""
     error: str | None = None            # why the logits could not be graded
     logits_sha256: str | None = None
@@ -233,7 +290,7 @@ class ParitySide:
 
 
 @dataclass
-class PathFigures:
+class PathFigures(_Freezable):
     """A bench run's own final logits graded against a basis (the scored or timed path)."""
     depth: int | None = None
     top1: float | None = None
@@ -241,7 +298,7 @@ class PathFigures:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "PathFigures | None":
@@ -252,7 +309,7 @@ class PathFigures:
 
 
 @dataclass
-class TimedPathRep:
+class TimedPathRep(_Freezable):
     """One candidate timed rep's final logits against main's."""
     index: int
     attempt: int = 0
@@ -261,7 +318,7 @@ class TimedPathRep:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TimedPathRep":
@@ -270,7 +327,7 @@ class TimedPathRep:
 
 
 @dataclass
-class TimedPath:
+class TimedPath(_Freezable):
     depth: int
     tokens: int
     basis: str = "main"
@@ -292,7 +349,7 @@ class TimedPath:
 
 
 @dataclass
-class ParityRecord:
+class ParityRecord(_Freezable):
     reference: dict[str, Any] = field(default_factory=dict)   # sha256, document_sha256, depths, rows, vocab
     main: ParitySide | None = None
     candidate: ParitySide | None = None
@@ -310,7 +367,7 @@ class ParityRecord:
         return ref or sorted(f.depth for f in (self.candidate.depths if self.candidate else []))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"reference": self.reference}
+        out: dict[str, Any] = {"reference": plain(self.reference)}
         for b in BUILDS:
             side = self.side(b)
             if side is not None:
@@ -336,7 +393,7 @@ class ParityRecord:
 
 
 @dataclass
-class AccuracySide:
+class AccuracySide(_Freezable):
     """One build's answers to the task set, as it generated them (scored by the gate)."""
     build: str = ""                     # the image that answered: "main" stands in for the reference
     outputs: list[str] | None = None    # the continuation per item, in task order
@@ -344,7 +401,7 @@ class AccuracySide:
     wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "AccuracySide | None":
@@ -355,7 +412,7 @@ class AccuracySide:
 
 
 @dataclass
-class AccuracyRecord:
+class AccuracyRecord(_Freezable):
     """The task accuracy stage: the items (ids and answers, so the score is re-derivable from
     the receipt alone), the generation settings, and each side's outputs."""
     tasks_sha256: str = ""
@@ -367,7 +424,7 @@ class AccuracyRecord:
     candidate: AccuracySide | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = plain(self)
         d["reference"] = self.reference.to_dict() if self.reference else None
         d["candidate"] = self.candidate.to_dict() if self.candidate else None
         return d
@@ -385,7 +442,7 @@ class AccuracyRecord:
 # --- pins, profile, apparatus ---------------------------------------------------------------
 
 @dataclass
-class Pins:
+class Pins(_Freezable):
     """The lock's pins in force for the round; 0 means not measured."""
     frontier: float = 0.0
     frontier_slot: str = ""
@@ -401,7 +458,7 @@ class Pins:
     passed_over: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Pins":
@@ -417,7 +474,7 @@ class Pins:
 
 
 @dataclass
-class ProfileRecord:
+class ProfileRecord(_Freezable):
     """The profile as the round used it: its hash, and the rules and specs in force."""
     name: str = ""
     path: str = ""
@@ -430,8 +487,8 @@ class ProfileRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
-               "rules": asdict(self.rules), "bench": self.bench, "parity": self.parity}
-        return {**out, "server": self.server} if self.server else out
+               "rules": asdict(self.rules), "bench": plain(self.bench), "parity": plain(self.parity)}
+        return {**out, "server": plain(self.server)} if self.server else out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "ProfileRecord":
@@ -455,13 +512,13 @@ def _rules(d: Mapping[str, Any]) -> GateRules:
 
 
 @dataclass
-class Apparatus:
+class Apparatus(_Freezable):
     """The candidate changed paths the profile protects: refused before anything was built."""
     protected: list[str] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Apparatus | None":
@@ -471,14 +528,14 @@ class Apparatus:
 
 
 @dataclass
-class PriorRound:
+class PriorRound(_Freezable):
     """An earlier sealed round of the same candidate against the same main: its pairs pool."""
     receipt: str                        # its ledger id
     round_id: str
     log_ratios: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "PriorRound":
@@ -487,7 +544,7 @@ class PriorRound:
 
 
 @dataclass
-class Sequential:
+class Sequential(_Freezable):
     """The inputs of a round's stopping rule beyond its own reps, and how the round stopped."""
     prior: list[PriorRound] = field(default_factory=list)
     experiment: str = ""                # what makes rounds pool: profile, node, metric, both tree hashes
@@ -500,7 +557,7 @@ class Sequential:
 
     def to_dict(self) -> dict[str, Any]:
         d = {"prior": [p.to_dict() for p in self.prior], "experiment": self.experiment,
-             "preview": self.preview, "stopped": self.stopped, "minutes": self.minutes}
+             "preview": plain(self.preview), "stopped": self.stopped, "minutes": self.minutes}
         if self.settle_pairs is not None:       # schema 3 on
             d.update(decided_at=self.decided_at, settle_pairs=self.settle_pairs, fresh=self.fresh)
         return d
@@ -529,7 +586,7 @@ class Figures:
     mad_spread: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Figures":
@@ -539,8 +596,12 @@ class Figures:
 # --- the receipt -----------------------------------------------------------------------------
 
 @dataclass
-class Receipt:
-    """Everything one round measured, as raw numbers: the gate's only input."""
+class Receipt(_Freezable):
+    """Everything one round measured, as raw numbers: the gate's only input.
+
+    The round fills it in; once sealed (read from a document with a seal, or frozen by the
+    round as it seals it) it is frozen: the ledger vouches for these figures, so a change is a
+    new document read again, never an edit (``FrozenReceiptError``)."""
     round_id: str
     kind: str = "round"                 # "round" | "noise"
     schema: str = SCHEMA
@@ -589,6 +650,8 @@ class Receipt:
                 v = [r.to_dict() for r in v]
             elif hasattr(v, "to_dict"):
                 v = v.to_dict()
+            else:
+                v = plain(v)       # the plain JSON parts, read-only in a sealed receipt
             out[f.name] = v
         return out
 
@@ -608,28 +671,29 @@ class Receipt:
             raise ReceiptError(f"{round_id!r} is not a round id (letters, digits, '.', '_', '-'; "
                                "no path)", "round_id")
         try:
-            return cls(round_id=round_id, kind=kind, schema=schema,
-                       started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
-                       status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
-                       profile=_read("profile", ProfileRecord.from_dict, d.get("profile")),
-                       runtime=dict(d.get("runtime") or {}),
-                       host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
-                       apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
-                       bundle=d.get("bundle"),
-                       builds={b: _read(f"builds.{b}", Build.from_dict, x) for b, x in (d.get("builds") or {}).items()},
-                       lock=_read("lock", Pins.from_dict, d.get("lock")),
-                       parity=_read("parity", ParityRecord.from_dict, d.get("parity")),
-                       accuracy=_read("accuracy", AccuracyRecord.from_dict, d.get("accuracy")),
-                       reps=[_read(f"reps[{i}]", Rep.from_dict, r) for i, r in enumerate(d.get("reps") or [])],
-                       summary=_read("summary", _summary, d.get("summary")),
-                       verdict=_read("verdict", _optional(VerdictRecord.from_dict), d.get("verdict")),
-                       noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
-                       sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
-                       sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=d.get("seal"))
+            r = cls(round_id=round_id, kind=kind, schema=schema,
+                    started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
+                    status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
+                    profile=_read("profile", ProfileRecord.from_dict, d.get("profile")),
+                    runtime=dict(d.get("runtime") or {}),
+                    host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
+                    apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
+                    bundle=d.get("bundle"),
+                    builds={b: _read(f"builds.{b}", Build.from_dict, x) for b, x in (d.get("builds") or {}).items()},
+                    lock=_read("lock", Pins.from_dict, d.get("lock")),
+                    parity=_read("parity", ParityRecord.from_dict, d.get("parity")),
+                    accuracy=_read("accuracy", AccuracyRecord.from_dict, d.get("accuracy")),
+                    reps=[_read(f"reps[{i}]", Rep.from_dict, r) for i, r in enumerate(d.get("reps") or [])],
+                    summary=_read("summary", _summary, d.get("summary")),
+                    verdict=_read("verdict", _optional(VerdictRecord.from_dict), d.get("verdict")),
+                    noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
+                    sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
+                    sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=d.get("seal"))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
                 raise
             raise ReceiptError(f"not a readable receipt: {type(e).__name__}: {e}") from None
+        return r.freeze() if r.seal is not None else r
 
 
 T = TypeVar("T")
@@ -658,6 +722,3 @@ def _read(where: str, read: Callable[[Any], T], value: Any) -> T:
 _OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "bundle", "accuracy", "summary", "verdict", "noise",
                   "sequential", "sizing", "seal")
 
-
-def as_receipt(receipt: "Receipt | Mapping[str, Any]") -> Receipt:
-    return receipt if isinstance(receipt, Receipt) else Receipt.from_dict(receipt)

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from console.core.gate import counted, decide, log_ratios
 from console.core.ledger import Problem, receipt_file
-from console.core.receipt import SCHEMA_1, PriorRound, ProfileRecord, as_receipt
+from console.core.receipt import SCHEMA_1, PriorRound, ProfileRecord, Receipt
 
 # Outcomes whose pairs the gate read: anything else never reached the speed decision.
 POOLED_OUTCOMES = frozenset({"accepted", "none", "slower", "undecided", "implausible"})
@@ -96,7 +96,7 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]],
             rids = [rid] if (d.get("sequential") or {}).get("fresh") else rids + [rid]
     prior, last = [], None
     for rid in rids:
-        r = as_receipt(ledger[rid])
+        r = Receipt.from_dict(ledger[rid])      # the ledger holds documents: each read here once
         v = decide(r, r.rules)
         shifted = v.speed is not None and v.speed.shift is not None
         xs = log_ratios(counted(r, r.rules)) if v.outcome in POOLED_OUTCOMES and not shifted else []
@@ -108,7 +108,7 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]],
 
 
 def _why_apart(rid: str, d: Mapping[str, Any], key: Mapping[str, Any]) -> str:
-    r = as_receipt(d)
+    r = Receipt.from_dict(d)
     theirs = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()})
     differ = [f"{k} {str(theirs[k])[:12]} not {str(key[k])[:12]}" for k in key if theirs.get(k) != key[k]]
     if r.schema == SCHEMA_1:
@@ -136,7 +136,7 @@ def prior_problems(ledger: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
             if (earlier.get("sequential") or {}).get("experiment") != seq.get("experiment"):
                 bad("prior-other-experiment", "measured another experiment (other trees, node or profile)")
                 continue
-            r = as_receipt(earlier)
+            r = Receipt.from_dict(earlier)
             if [float(x) for x in p.get("log_ratios") or []] != log_ratios(counted(r, r.rules)):
                 bad("prior-pairs-differ", "the pairs copied into this receipt are not the ones that round measured")
         seen.add(rid)

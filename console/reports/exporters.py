@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import events as ev
+from ..core.receipt import Receipt
 from .sweep_html import write_sweep_html
 from .text import write_reports
 
@@ -17,8 +18,8 @@ Exporter = Callable[[Mapping[str, Any], Path], list[Path]]
 
 
 def _ci_reports(record: Mapping[str, Any], out: Path) -> list[Path]:
-    """junit.xml and summary.md of a sealed receipt."""
-    return write_reports(out, dict(record), record["verdict"])
+    """junit.xml and summary.md of a sealed receipt (its document, read here once)."""
+    return write_reports(out, Receipt.from_dict(record), record["verdict"])
 
 
 def _sweep_page(record: Mapping[str, Any], out: Path) -> list[Path]:

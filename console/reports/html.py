@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from ..core import gate
-from ..core.receipt import BUILDS, Figures, Receipt, Rep, as_receipt
+from ..core.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.rules import Bands
 from ..core.verdict import Verdict
 from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
@@ -50,14 +50,14 @@ def plain(x: Any) -> str:
     return str(x).replace("$", r"\$")
 
 
-def render_html(receipts: Sequence[Receipt | Mapping[str, Any]],
+def render_html(receipts: Sequence[Receipt],
                 verdicts: Sequence[Verdict | Mapping[str, Any]] | None = None) -> str:
     """The report page: one section per receipt, and for several a combined plot of their pairs.
 
     ``verdicts`` are the gate's, one per receipt (``gate.decide(r, r.rules)``); when omitted
     they are re-derived here, as every reader of a receipt does."""
     import matplotlib
-    rs = [as_receipt(r) for r in receipts]
+    rs = list(receipts)
     if not rs:
         raise ValueError("a report needs at least one receipt")
     if verdicts is None:

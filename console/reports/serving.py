@@ -6,10 +6,10 @@ the blocks table with its status, never pooled into a figure.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ..core import gate
-from ..core.receipt import BUILDS, Receipt, as_receipt
+from ..core.receipt import BUILDS, Receipt
 from ..serving import metrics
 from ..serving.client import Block, RequestRecord
 from .tables import Column, Table
@@ -36,9 +36,8 @@ BLOCK_COLUMNS = (
 )
 
 
-def block_table(receipt: Receipt | Mapping[str, Any]) -> Table:
+def block_table(r: Receipt) -> Table:
     """Every block of the round, in schedule order, with its figures and whether it counted."""
-    r = as_receipt(receipt)
     c = gate.counted(r, r.rules)
     counted = {id(x) for reps in c.valid.values() for x in reps}
     rows = []
@@ -52,11 +51,10 @@ def block_table(receipt: Receipt | Mapping[str, Any]) -> Table:
     return Table("blocks", "Blocks (each a rep: one build's server under one block of requests)", BLOCK_COLUMNS, rows)
 
 
-def vllm_result(receipt: Receipt | Mapping[str, Any], build: str, receipt_id: str = "") -> dict[str, Any]:
+def vllm_result(r: Receipt, build: str, receipt_id: str = "") -> dict[str, Any]:
     """One build's counted timed blocks pooled into one run, with the field names of
     ``vllm bench serve --save-result`` where a field means the same; ``bench_console`` says what
     the run was and how it was decided."""
-    r = as_receipt(receipt)
     c = gate.counted(r, r.rules)
     blocks = c.valid.get((build, "timed"), [])
     records = [RequestRecord.from_dict(q) for rep in blocks for q in (rep.reported or {}).get("requests", [])]
@@ -83,5 +81,5 @@ def vllm_result(receipt: Receipt | Mapping[str, Any], build: str, receipt_id: st
                     "not kept (the server check compared tokens before timing)"}}
 
 
-def vllm_results(receipt: Receipt | Mapping[str, Any], receipt_id: str = "") -> dict[str, dict[str, Any]]:
-    return {b: vllm_result(receipt, b, receipt_id) for b in BUILDS}
+def vllm_results(r: Receipt, receipt_id: str = "") -> dict[str, dict[str, Any]]:
+    return {b: vllm_result(r, b, receipt_id) for b in BUILDS}

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from .. import events as ev
 from ..core.progress import Tracker, build_how, build_step, duration
 from ..core.adjudication import Adjudication
-from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt, as_receipt
+from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt
 from ..core.verdict import stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
@@ -257,11 +257,10 @@ def source_text(src: dict) -> str:
 
 # --- files written beside the receipt ----------------------------------------
 
-def junit_xml(receipt: Receipt | Mapping[str, Any], verdict: dict) -> str:
+def junit_xml(r: Receipt, verdict: dict) -> str:
     """One test case per gate stage, so CI dashboards show where a round stopped. A reason is a
     failure only when the verdict fails the job (its exit code); an outcome that exits 0 (none,
     undecided, slower recorded) states its reasons as the stage's output instead."""
-    r = as_receipt(receipt)
     stages: dict[str, list] = {"parity": [], "claims": [], "guards": [], "verdict": []}
     for reason in verdict.get("reasons", []):
         stages[stage_of(str(reason.get("code", "")))].append(reason)
@@ -290,8 +289,7 @@ def gain_phrase(verdict: dict) -> str:
     return f" — gain {s['gain']:+.1%}, interval [{iv}]{level}"
 
 
-def markdown_summary(receipt: Receipt | Mapping[str, Any], verdict: dict) -> str:
-    r = as_receipt(receipt)
+def markdown_summary(r: Receipt, verdict: dict) -> str:
     lines = [f"# Round {r.round_id} — {r.profile.name}", "",
              f"**Verdict: {verdict.get('outcome')}" + (f", tier {tier_text(verdict).lower()}" if verdict.get("tier")
                                                        else "") + "**" + gain_phrase(verdict), ""]
@@ -422,11 +420,10 @@ def _accuracy_lines(verdict: dict) -> list[str]:
     return out
 
 
-def write_reports(out_dir: Path, receipt: Receipt | Mapping[str, Any], verdict: dict) -> list[Path]:
+def write_reports(out_dir: Path, r: Receipt, verdict: dict) -> list[Path]:
     """junit.xml and summary.md beside the receipt; under GitHub Actions the summary is also
     appended to the job's step summary (GITHUB_STEP_SUMMARY)."""
     paths = [out_dir / "junit.xml", out_dir / "summary.md"]
-    r = as_receipt(receipt)
     summary = markdown_summary(r, verdict)
     paths[0].write_text(junit_xml(r, verdict))
     paths[1].write_text(summary)

@@ -18,6 +18,7 @@ import tomlkit
 
 from console.clock import utc_now  # noqa: F401 - the seal's time; older callers import it from here
 from console.core import ledger as L
+from console.core.receipt import Receipt
 from console.core.untrusted import loads
 from console.core.reruns import prior_problems
 from console.errors import UsageError
@@ -262,7 +263,7 @@ def iter_receipts(out_dir: str | os.PathLike[str]) -> Iterator[tuple[str, dict[s
 
 
 def rescore_dir(out_dir: str | os.PathLike[str], decide: Callable[[Any, Any], Any], rules: Any = None,
-                rules_of: Callable[[Mapping[str, Any]], Any] | None = None) -> list[L.Row]:
+                rules_of: Callable[[Receipt], Any] | None = None) -> list[L.Row]:
     return L.rescore(iter_receipts(out_dir), decide, rules, rules_of)
 
 

@@ -16,6 +16,7 @@ class Sealed:
     receipt_id: str
     path: Path
     document: dict          # the receipt as sealed (its bytes' JSON)
+    receipt: Receipt        # the same, read back: frozen, as every later reader holds it
 
 
 def seal(out: Path, receipt: Receipt, notice: ev.Notify) -> Sealed:
@@ -24,7 +25,8 @@ def seal(out: Path, receipt: Receipt, notice: ev.Notify) -> Sealed:
     path = out / "receipts" / f"{rid}.json"
     data = path.read_bytes()
     store.atomic_write(out / "receipt.json", data)
-    sealed = Sealed(rid, path, json.loads(data))
+    doc = json.loads(data)
+    sealed = Sealed(rid, path, doc, Receipt.from_dict(doc))
     notice("info", "sealed", f"receipt {rid[:12]} sealed into {out / 'ledger.jsonl'}")
     return sealed
 
@@ -36,7 +38,7 @@ def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice:
         return
     rid = sealed.receipt_id
     try:
-        moved, stale = lockfile.update(Path(lock_path), rid, sealed.document, sealed.document["verdict"], profile,
+        moved, stale = lockfile.update(Path(lock_path), rid, sealed.receipt, sealed.document["verdict"], profile,
                                        ledger_dir=sealed.path.parent.parent)
     except Exception as e:
         notice("error", "lock-update-failed", f"{lock_path} was not updated: {e}. The receipt {rid[:12]} is "

@@ -323,6 +323,7 @@ class Round(Lifecycle):
         self.kind.on_verdict(receipt, verdict)
         self.emit(ev.PhaseStarted(phase="verdict"))
         self.emit(ev.VerdictReady(verdict=receipt.verdict.to_dict()))
+        receipt.freeze()        # what is sealed is final: nothing after this may edit it
         sealed = after.seal(self.cfg.out_dir, receipt, self.notice)
         self.receipt, self.receipt_path = sealed.document, sealed.path
         self.exit_code = verdict.exit_code

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Sequence
 
-from console.core.receipt import SCHEMA
+from console.core.receipt import SCHEMA, Receipt
 from console.core.stats import interleaved_order
 from console.profile import GateRules, Guard
 
@@ -24,6 +24,11 @@ BENCH = {"command": ["/engine/engine", "bench"], "metric": "decode_tok_s", "dept
          "short_tokens": 48, "reps": 5, "warmup": 1, "shortcut": "seek", "seek_bytes_per_position": 4096}
 OVERHEAD_S = 0.25          # load + teardown: identical for long and short runs, so it cancels
 GUARD = Guard(name="decode_ctx128", depth=128, tokens=192, reps=3, max_drop=0.01)
+
+
+def typed(d: dict[str, Any]) -> Receipt:
+    """A receipt document as every reader holds it: read once (the gate takes nothing else)."""
+    return Receipt.from_dict(d)
 
 
 def default_rules(**over: Any) -> GateRules:

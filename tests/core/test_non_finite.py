@@ -247,9 +247,9 @@ def test_rules_keep_a_finite_default_everywhere():
 def test_a_kernel_spread_that_is_not_finite_excuses_no_borderline_depth(bad):
     from .test_gate import BAND, _adjudication, _borderline
     adj = _adjudication([[1, 2, 3, 4]] * 10)
-    assert decide(_borderline(adj), BAND).outcome == "accepted"        # the sound adjudication passes
+    assert decide(Receipt.from_dict(_borderline(adj)), BAND).outcome == "accepted"        # the sound adjudication passes
     adj["variants"][0]["kl"]["2048"] = bad
-    v = decide(_borderline(adj), BAND)
+    v = decide(Receipt.from_dict(_borderline(adj)), BAND)
     assert v.outcome == "rejected" and [x.code for x in v.reasons] == ["parity-kl", "parity-adjudication"]
     assert "not a finite number" in v.reasons[1].message
 

@@ -405,7 +405,7 @@ def test_old_receipts_load_without_stats_and_re_derive_their_verdict():
         r = Receipt.from_dict(d)
         sides = [s for s in (r.parity.main, r.parity.candidate) if s is not None]
         assert sides and all(f.stats is None for s in sides for f in s.depths)
-        v = gate.decide(d, r.rules).to_dict()
+        v = gate.decide(r, r.rules).to_dict()
         assert (v["outcome"], v["tier"], v["exit_code"]) == \
             (d["verdict"]["outcome"], d["verdict"]["tier"], d["verdict"]["exit_code"])
         assert [x["code"] for x in v["reasons"]] == [x["code"] for x in d["verdict"]["reasons"]]
@@ -413,6 +413,7 @@ def test_old_receipts_load_without_stats_and_re_derive_their_verdict():
 
 def test_stats_are_reported_never_gated():
     from console.core import gate
+    from console.core.receipt import Receipt
     from core.receipts import default_rules, make_receipt
     bare = make_receipt()
     spread = kl_stats([1e-6, 2.0], [True, False], [0.5, -0.5]).to_dict()   # a wild spread
@@ -420,7 +421,7 @@ def test_stats_are_reported_never_gated():
     for side in ("main", "candidate"):
         for d in with_stats["parity"][side]["depths"]:
             d["stats"] = spread
-    a, b = gate.decide(bare, default_rules()).to_dict(), gate.decide(with_stats, default_rules()).to_dict()
+    a, b = (gate.decide(Receipt.from_dict(x), default_rules()).to_dict() for x in (bare, with_stats))
     for v in (a, b):
         for row in v["parity"]["depths"]:
             for side in ("main", "candidate"):

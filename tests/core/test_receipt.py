@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from console.results import store
-from console.core import gate
-from console.core.receipt import SCHEMA, Receipt, ReceiptError, Rep, RepKey
+from console.core import gate, ledger
+from console.core.receipt import SCHEMA, FrozenReceiptError, Receipt, ReceiptError, Rep, RepKey
 from console.core.sizing import Sizing, size_repeats
 from console.core.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord
 
@@ -61,7 +61,7 @@ def test_what_is_not_a_receipt_is_refused_with_a_reason(doc, says):
 def test_every_verdict_round_trips_through_its_type():
     seen = set()
     for r in (make_receipt(), make_receipt(kind="noise"), make_receipt(cand=(150.0,) * 5)):
-        v = gate.decide(r, default_rules())
+        v = gate.decide(Receipt.from_dict(r), default_rules())
         assert Verdict.from_dict(v.to_dict()).to_dict() == v.to_dict()
         seen.add(v.outcome)
     assert seen <= set(OUTCOMES)
@@ -70,7 +70,7 @@ def test_every_verdict_round_trips_through_its_type():
 def test_a_sealed_verdict_and_noise_report_write_back_as_the_gate_wrote_them():
     for r in (make_receipt(), make_receipt(kind="noise"), make_receipt(cand=(150.0,) * 5),
               make_receipt(kind="noise", main=(200.0, 201.0), cand=(200.5, 199.5))):
-        v = gate.decide(r, default_rules())
+        v = gate.decide(Receipt.from_dict(r), default_rules())
         sealed = json.loads(json.dumps(v.to_dict()))
         assert VerdictRecord.of(v).to_dict() == VerdictRecord.from_dict(sealed).to_dict() == sealed
         if v.noise is not None:
@@ -103,7 +103,7 @@ def test_receipts_sealed_before_the_typed_model_re_derive_the_same_verdict(path)
     d = json.loads(path.read_text())
     r = Receipt.from_dict(d)
     _subset(d, json.loads(json.dumps(r.to_dict())))   # nothing the old receipt holds is lost or changed
-    v = gate.decide(d, r.rules).to_dict()
+    v = gate.decide(r, r.rules).to_dict()
     assert as_sealed_then(v) == close_to(d["verdict"])
     assert {b: f.to_dict() for b, f in gate.summarize(r, r.rules).items()} == d["summary"]
 
@@ -144,3 +144,74 @@ def test_the_cli_verifies_and_re_derives_the_old_receipts(capsys):
     assert main(["ledger", "rescore", str(SEALED_V1), "--profile", str(demo)]) == 0
     printed = capsys.readouterr().out
     assert printed.count("(schema 1: fixed-reps rules)") == len(_sealed_v1()) - 1    # every round, not the noise one
+
+
+def _sealed_on_disk(tmp_path) -> tuple[dict, Receipt]:
+    """A receipt sealed into a ledger and read back from its file, as every reader reads it."""
+    built = Receipt.from_dict(make_receipt())
+    built.verdict = VerdictRecord.of(gate.decide(built, built.rules))
+    rid = store.seal_into(tmp_path, built.to_dict())
+    d = json.loads((tmp_path / "receipts" / f"{rid}.json").read_text())
+    return d, Receipt.from_dict(d)
+
+
+def test_a_sealed_receipt_read_from_disk_refuses_every_change(tmp_path):
+    d, r = _sealed_on_disk(tmp_path)
+    assert r.frozen and r.seal is not None
+    with pytest.raises(FrozenReceiptError, match="sealed"):
+        r.status = "infra"
+    with pytest.raises(AttributeError):      # FrozenReceiptError is one
+        r.verdict = None
+    with pytest.raises(FrozenReceiptError):
+        r.reps[0].value = 1.0
+    with pytest.raises(FrozenReceiptError):
+        r.builds["main"].image_id = "sha256:other"
+    with pytest.raises(FrozenReceiptError):
+        del r.round_id
+    with pytest.raises(FrozenReceiptError):
+        r.profile.rules = default_rules()
+    for change in (lambda: r.reps.append(r.reps[0]), lambda: r.builds.pop("main"),
+                   lambda: r.builds.__setitem__("x", r.builds["main"]), lambda: r.host.update(hostname="elsewhere"),
+                   lambda: r.builds["main"].source.__setitem__("path", "/elsewhere"),
+                   lambda: r.reps[0].refusals.append("x"), lambda: r.profile.bench.clear(),
+                   lambda: r.parity.reference.__setitem__("sha256", "x"), lambda: r.lock.guards.clear()):
+        with pytest.raises((TypeError, AttributeError)):
+            change()
+    # it still writes exactly the document it was read from
+    assert json.dumps(r.to_dict(), sort_keys=True) == json.dumps(d, sort_keys=True)
+    assert ledger.canonical_json(r.to_dict()) == ledger.canonical_json(d)
+
+
+def test_a_sealed_receipt_re_derives_the_verdict_it_would_unfrozen(tmp_path):
+    d, r = _sealed_on_disk(tmp_path)
+    unsealed = Receipt.from_dict({k: v for k, v in d.items() if k != "seal"})
+    assert not unsealed.frozen
+    assert gate.decide(r, r.rules).to_dict() == gate.decide(unsealed, unsealed.rules).to_dict()
+    assert gate.summarize(r, r.rules) == gate.summarize(unsealed, unsealed.rules)
+    assert gate.decide(r, r.rules).outcome == d["verdict"]["outcome"]
+    json.dumps(gate.decide(r, r.rules).to_dict())      # the verdict holds no read-only part of the receipt
+
+
+@pytest.mark.parametrize("path", _sealed_v1(), ids=lambda p: p.stem[:12])
+def test_every_sealed_fixture_reads_frozen_and_re_derives_as_unfrozen(path):
+    d = json.loads(path.read_text())
+    r, unsealed = Receipt.from_dict(d), Receipt.from_dict({k: v for k, v in d.items() if k != "seal"})
+    assert r.frozen and not unsealed.frozen
+    assert gate.decide(r, r.rules).to_dict() == gate.decide(unsealed, unsealed.rules).to_dict()
+    assert ledger.canonical_json(r.to_dict()) == ledger.canonical_json({**unsealed.to_dict(), "seal": d["seal"]})
+
+
+def test_a_receipt_being_built_is_filled_in_until_the_round_freezes_it():
+    r = Receipt.from_dict(json.loads(json.dumps(make_receipt())))     # no seal: the round's own receipt
+    assert not r.frozen
+    r.reps.append(Rep(build="main", phase="timed", index=99, position=99, value=200.0))
+    r.builds["main"].image_id = "sha256:rebuilt"
+    r.host["hostname"] = "node-1"
+    r.verdict = VerdictRecord.of(gate.decide(r, r.rules))
+    before = r.to_dict()
+    r.freeze()
+    assert r.frozen and isinstance(r.reps, tuple) and r.to_dict() == before
+    with pytest.raises(FrozenReceiptError):
+        r.ended_at = "later"
+    with pytest.raises(TypeError):
+        r.host["hostname"] = "node-2"

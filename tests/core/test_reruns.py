@@ -111,9 +111,10 @@ def _stepped(first: float, then: float):
 
 def test_a_round_decided_slower_beside_a_step_change_still_decides_its_reruns():
     from console.core.gate import decide
-    from console.core.receipt import as_receipt
+    from console.core.receipt import Receipt
     a_id, a = sealed(_of(_stepped(0.85, 0.72), TREES))
-    v = decide(as_receipt(a), as_receipt(a).rules)
+    r = Receipt.from_dict(a)
+    v = decide(r, r.rules)
     assert v.outcome == "slower" and v.exit_code == 1 and "step-change" in {w.code for w in v.warnings}
     look = reruns.look_back({a_id: a}, _profile(), TREES)
     assert look.decided_by == (a_id, a["round_id"], "slower", 1)

@@ -7,6 +7,7 @@ import math
 from hypothesis import given, strategies as st
 
 from console.core import gate
+from console.core.receipt import Receipt
 from console.core.rules import GateRules, LatencyGuard
 from console.core.served import Completion, ServedCheck, ServedSide
 from console.core.serving import LATENCIES, agreed, cache_problem, latency_rows, side_problems
@@ -110,7 +111,7 @@ def _receipt(check: ServedCheck, rules: GateRules, cand_ttft: float = 100.0) -> 
 
 def test_the_gate_rejects_a_candidate_whose_server_fails_its_check_and_only_warns_for_main():
     check = ServedCheck(main=_side(probe=(1, 0.1, 0.1)), candidate=_side([[1, 2]] * 8))
-    v = gate.decide(_receipt(check, GateRules()), GateRules())
+    v = gate.decide(Receipt.from_dict(_receipt(check, GateRules())), GateRules())
     assert v.outcome == "rejected"
     assert [x.code for x in v.reasons][:1] == ["server-check"]
     assert "main-server-check" in [w.code for w in v.warnings]
@@ -120,11 +121,11 @@ def test_the_gate_rejects_a_candidate_whose_server_fails_its_check_and_only_warn
 def test_a_serving_round_has_no_wall_clock_differential_and_its_latency_guard_can_reject():
     ok = ServedCheck(main=_side(), candidate=_side())
     rules = GateRules(latency=(LatencyGuard("ttft_p99_ms", 0.25),))
-    fine = gate.decide(_receipt(ok, rules), rules)
+    fine = gate.decide(Receipt.from_dict(_receipt(ok, rules)), rules)
     assert fine.outcome in ("accepted", "undecided") and not any(x.code.startswith("claim") for x in fine.reasons)
     assert fine.speed.guards["latency:ttft_p99_ms"]["status"] == "pass"
-    assert gate.counted(_receipt(ok, rules), rules).differential == {"checked": False,
+    assert gate.counted(Receipt.from_dict(_receipt(ok, rules)), rules).differential == {"checked": False,
                                                                      "why": "measured by the console's load client"}
-    slow = gate.decide(_receipt(ok, rules, cand_ttft=200.0), rules)
+    slow = gate.decide(Receipt.from_dict(_receipt(ok, rules, cand_ttft=200.0)), rules)
     assert slow.outcome == "rejected" and slow.reasons[0].code == "latency-breach"
     assert "ttft_p99_ms: the candidate's is +" in slow.reasons[0].message

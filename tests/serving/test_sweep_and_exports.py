@@ -92,13 +92,13 @@ def test_the_blocks_table_lists_every_block_and_which_counted():
 
 
 def test_a_builds_result_has_vllms_field_names_pooled_over_its_counted_blocks():
-    doc = vllm_result(_serving_receipt(), "candidate", "abc")
+    doc = vllm_result(Receipt.from_dict(_serving_receipt()), "candidate", "abc")
     assert VLLM_KEYS <= set(doc)
     assert (doc["num_prompts"], doc["completed"], doc["duration"], doc["total_output_tokens"]) == (16, 16, 8.0, 64)
     assert doc["median_ttft_ms"] == pytest.approx(200.0) and doc["max_concurrency"] == 2
     assert doc["request_rate"] == "inf" and doc["model_id"] == "m.gguf"
     assert doc["request_goodput"] == 0.0        # every TTFT (200 ms) misses the 150 ms target
-    assert vllm_result(_serving_receipt(), "main")["request_goodput"] == pytest.approx(16 / 8.0)
+    assert vllm_result(Receipt.from_dict(_serving_receipt()), "main")["request_goodput"] == pytest.approx(16 / 8.0)
     assert doc["bench_console"]["receipt_id"] == "abc" and doc["bench_console"]["blocks"] == 8
 
 
@@ -110,10 +110,10 @@ def test_the_exporters_write_a_receipts_reports_and_a_sweeps_page_and_say_so(tmp
     from console.reports.text import junit_xml, markdown_summary
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     r = make_receipt()
-    r["verdict"] = gate.decide(r, GateRules()).to_dict()
+    r["verdict"] = gate.decide(Receipt.from_dict(r), GateRules()).to_dict()
     assert export(r, tmp_path) == [tmp_path / "junit.xml", tmp_path / "summary.md"]
-    assert (tmp_path / "junit.xml").read_text() == junit_xml(r, r["verdict"])
-    assert (tmp_path / "summary.md").read_text() == markdown_summary(r, r["verdict"])
+    assert (tmp_path / "junit.xml").read_text() == junit_xml(Receipt.from_dict(r), r["verdict"])
+    assert (tmp_path / "summary.md").read_text() == markdown_summary(Receipt.from_dict(r), r["verdict"])
     sweep = {"kind": "sweep", "round_id": "r1", "levels": [], "slo_ms": {}, "server_slots": 1,
              "receipt": {"profile": {"name": "p"}}, "refused": []}
     page = tmp_path / "sweeps" / "r1.html"

@@ -12,6 +12,7 @@ import pytest
 
 from console import events as ev
 from console.core import gate
+from console.core.receipt import Receipt
 from console.reports.replay import read_journal
 from console.tui.app import ConsoleApp
 from core.receipts import VOCAB, default_rules, make_receipt  # tests/core: realistic receipts
@@ -79,7 +80,7 @@ def recorded_receipt(events: list[ev.Event]) -> dict[str, Any]:
 
 def gate_verdict(receipt: dict[str, Any], rules=RULES) -> dict[str, Any]:
     """What the real gate decides, as the event stream carries it."""
-    return gate.decide(receipt, rules).to_dict()
+    return gate.decide(Receipt.from_dict(receipt), rules).to_dict()
 
 
 def with_verdict(events: list[ev.Event], verdict: dict[str, Any]) -> list[ev.Event]:
