@@ -229,7 +229,24 @@ def test_a_candidate_an_earlier_round_decided_is_recorded_as_decided_not_requeue
 
 def test_the_worker_takes_parity_from_the_gates_stages():
     # one definition of which reason codes are parity's (core.verdict): an accuracy refusal is one
+    from console.core.verdict import VerdictRecord
     from console.queueing.worker import _parity_passed
-    assert _parity_passed({"reasons": [{"code": "claim-unsupported"}, {"code": "guard-rss"}]})
+
+    def verdict(*codes: str) -> VerdictRecord:
+        return VerdictRecord.from_dict({"outcome": "rejected", "reasons": [{"code": c, "message": c} for c in codes]})
+    assert _parity_passed(verdict("claim-unsupported", "guard-rss"))
     for code in ("parity-kl", "scored-path-kl", "timed-path-kl", "accuracy-score"):
-        assert not _parity_passed({"reasons": [{"code": code}]}), code
+        assert not _parity_passed(verdict(code)), code
+
+
+def test_the_worker_reads_a_sealed_receipts_images_typed_and_keeps_mains():
+    # a candidate built to main's very image (a no-op change) keeps it: nothing is removed
+    from console.core.receipt import Receipt
+    from console.queueing.worker import remove_images
+    from core.receipts import make_receipt
+    d = make_receipt()
+    same = {"source": {}, "image_id": "sha256:" + "a" * 64, "base_image_id": "sha256:" + "b" * 64}
+    d["builds"] = {"main": same, "candidate": dict(same)}
+    sealed = Receipt.from_dict({**d, "seal": {"prev": None, "sealed_at": "x"}})
+    assert sealed.frozen
+    assert remove_images(sealed) == ["kept main's image sha256:aaaaaaaaaaaa: the next round of this main reuses it"]

@@ -19,7 +19,8 @@ from ..results import store
 from ..core import apparatus
 from ..core import queue as policy
 from ..core.queue import State
-from ..core.verdict import stage_of, unsealed_status
+from ..core.receipt import Receipt, ReceiptError
+from ..core.verdict import VerdictRecord, stage_of, unsealed_status
 from ..errors import ConsoleError, ExitCode
 from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
 from ..profile import Profile, ProfileError, load_profile
@@ -286,49 +287,53 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
             return Finished(State.REFUSED, f"cannot be scored: {message}", code)
         then = policy.after_round(kind, None, False, message)
         return Finished(then.state, then.reason, code)
-    verdict = rnd.receipt["verdict"]
-    then = policy.after_round(verdict["outcome"], verdict.get("tier"), _parity_passed(verdict))
+    sealed = Receipt.from_dict(rnd.receipt)     # the round's sealed document, read once here
+    verdict = sealed.verdict
+    if verdict is None:
+        raise ReceiptError("the sealed receipt carries no verdict", "verdict")
+    then = policy.after_round(verdict.outcome, verdict.tier, _parity_passed(verdict))
     rid = Path(rnd.receipt_path).stem
-    host = rnd.receipt.get("host", {})
-    node = (host.get("slurm") or {}).get("node") or host.get("hostname")
+    node = (sealed.host.get("slurm") or {}).get("node") or sealed.host.get("hostname")
     say(f"#{row.id}: {then.state.value}: {then.reason} (receipt {rid[:12]})")
-    if not opts.keep_images and rnd.receipt.get("runtime", {}).get("kind", "docker") == "docker":
-        for line in remove_images(rnd.receipt):
+    if not opts.keep_images and sealed.runtime.get("kind", "docker") == "docker":
+        for line in remove_images(sealed):
             say(f"#{row.id}: {line}")
     return Finished(then.state, then.reason, int(rnd.exit_code),
                     fields={"receipt_id": rid, "results": str(out), "node": node},
                     detail={"receipt": rid, "results": str(out)})
 
 
-def _parity_passed(verdict: dict[str, Any]) -> bool:
+def _parity_passed(verdict: VerdictRecord) -> bool:
     """No reason of the verdict comes from the gate's parity stage (``core.verdict.stage_of``)."""
-    return not any(stage_of(str(r.get("code", ""))) == "parity" for r in verdict.get("reasons") or [])
+    return not any(stage_of(code) == "parity" for code in verdict.codes)
 
 
 def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[str], None]) -> Finished:
     """Earlier rounds of this very candidate against this main already decided it: the queue
     records that decision (nothing new was measured) instead of booking the candidate again."""
     rid, _round_id, outcome, code = rnd.decided_by
-    verdict = (store.ledger_receipts(out).get(rid) or {}).get("verdict") or {}
-    then = policy.after_round(outcome, verdict.get("tier"), _parity_passed(verdict))
+    doc = store.ledger_receipts(out).get(rid)
+    verdict = Receipt.from_dict(doc).verdict if doc is not None else None
+    then = policy.after_round(outcome, verdict.tier if verdict else None, _parity_passed(verdict) if verdict else True)
     say(f"#{row.id}: {then.state.value}: {message}")
     return Finished(then.state, f"{then.reason} ({message.split(':', 1)[0]})", int(code),
                     fields={"receipt_id": rid, "results": str(out)}, detail={"receipt": rid, "results": str(out)})
 
 
-def remove_images(receipt: dict[str, Any]) -> list[str]:
+def remove_images(receipt: Receipt) -> list[str]:
     """Remove the candidate images a sealed round used (their IDs stay in its receipt); never a base,
     and never main's: the next candidate against the same main reuses it by its build key."""
     from ..runtime.docker import connect, remove_images as remove
     said: list[str] = []
     seen: set[str] = set()
     doomed: dict[str, str] = {}         # image -> the build it was
-    for build, b in (receipt.get("builds") or {}).items():
-        image = b.get("image_id") or ""
-        if not image.startswith("sha256:") or image in seen or image == b.get("base_image_id"):
+    main = receipt.builds.get("main")
+    for build, b in receipt.builds.items():
+        image = b.image_id or ""
+        if not image.startswith("sha256:") or image in seen or image == b.base_image_id:
             continue
         seen.add(image)
-        if build == "main" or image == (receipt["builds"].get("main") or {}).get("image_id"):
+        if build == "main" or (main is not None and image == main.image_id):
             said.append(f"kept main's image {image[:19]}: the next round of this main reuses it")
             continue
         doomed[image] = build
