@@ -312,6 +312,55 @@ class VerdictRecord:
     def codes(self) -> list[str]:
         return [r.code for r in self.reasons]
 
+    # The speed figures and parity grades the reports show. ``speed`` and ``parity`` stay the
+    # JSON as written (their shape follows the rules that sealed them); these read it once.
+    @property
+    def gain(self) -> float | None:
+        return self.speed.get("gain")
+
+    @property
+    def interval(self) -> tuple[float | None, ...]:
+        """The gain's interval (None ends unbounded); () when speed was not decided on."""
+        return tuple(self.speed.get("interval") or ())
+
+    @property
+    def confidence(self) -> float | None:
+        return self.speed.get("confidence")
+
+    @property
+    def suppressed(self) -> str | None:
+        """Why no speed figures were computed."""
+        return self.speed.get("suppressed")
+
+    @property
+    def decision(self) -> Mapping[str, Any] | None:
+        """Where the sequential decision left the round (``sequential.Decision.to_dict``)."""
+        d = self.speed.get("decision")
+        return d if isinstance(d, Mapping) else None
+
+    @property
+    def noise(self) -> NoiseReport | None:
+        """A noise round's report."""
+        n = self.speed.get("noise")
+        return NoiseReport.from_dict(n) if isinstance(n, Mapping) else None
+
+    @property
+    def depth_grades(self) -> dict[Any, Any]:
+        """The gate's status per parity depth."""
+        return {row.get("depth"): row.get("status") for row in self.parity.get("depths") or []}
+
+    @property
+    def adjudication(self) -> Mapping[str, Any] | None:
+        """The borderline-KL ruling, where the round had one."""
+        a = self.parity.get("adjudication")
+        return a if isinstance(a, Mapping) else None
+
+    @property
+    def accuracy(self) -> Mapping[str, Any] | None:
+        """The task accuracy grade, where the round had one."""
+        a = self.parity.get("accuracy")
+        return a if isinstance(a, Mapping) else None
+
     def to_dict(self) -> dict[str, Any]:
         return write_keys(self, _RECORD_WRITE)
 
