@@ -392,10 +392,11 @@ def cmd_lock(args) -> int:
 
 def cmd_report(args) -> int:
     from .core import gate
+    from .core.verdict import VerdictRecord
     from .reports.html import render_html
     from .results.saved import select_sources
     receipts = [s.receipt for s in select_sources(args.files)]     # the same reading as `console compare`
-    page = render_html(receipts, [gate.decide(r, r.rules) for r in receipts])
+    page = render_html(receipts, [VerdictRecord.of(gate.decide(r, r.rules)) for r in receipts])
     if args.out.is_dir() or args.out.parent.exists() and not args.out.parent.is_dir():
         raise UsageError(f"--out {args.out}: expected a file to write the page to, not a directory "
                          "(or a path under a file)", "Give a file name, e.g. --out report.html.")

@@ -20,6 +20,7 @@ from console.core import compare as cmp
 from console.core import gate
 from console.core.ledger import identify
 from console.core.receipt import Receipt
+from console.core.verdict import VerdictRecord
 from console.reports.exports import (
     HISTORY_COLUMNS,
     LEDGER_COLUMNS,
@@ -208,14 +209,14 @@ def test_junit_parses_with_a_hostile_profile_name():
     r = make_receipt(cand_parity=None)
     r["profile"] = dict(r["profile"], name='a "quoted" <name> & \'more\'')
     r = Receipt.from_dict(r)
-    v = gate.decide(r, RULES).to_dict()
+    v = VerdictRecord.of(gate.decide(r, RULES))
     suite = ET.fromstring(junit_xml(r, v))
     assert {c.get("classname") for c in suite} == {'bench-console.a "quoted" <name> & \'more\''}
 
 
 def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monkeypatch):
     r = Receipt.from_dict(make_receipt())
-    v = gate.decide(r, RULES).to_dict()
+    v = VerdictRecord.of(gate.decide(r, RULES))
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -230,7 +231,7 @@ def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monke
 def test_annotations_are_errors_exactly_when_the_verdict_fails_the_job(outcome):
     r = Receipt.from_dict(OUTCOME_RECEIPTS[outcome]())
     v = gate.decide(r, RULES).to_dict()
-    lines = annotations(v)
+    lines = annotations(VerdictRecord.from_dict(v))
     assert len(lines) == len(v["reasons"]) + len(v["warnings"])
     want = "::error " if v["exit_code"] else "::notice "
     assert all(x.startswith(want) for x in lines[:len(v["reasons"])])

@@ -15,6 +15,7 @@ import pytest
 from console.cli import main
 from console.core import gate
 from console.core.receipt import Receipt
+from console.core.verdict import VerdictRecord
 from console.reports.html import COLOURS, render_html
 
 from browser import inked, screenshot
@@ -75,7 +76,7 @@ def _recorded(path: Path) -> Receipt:
 
 def test_a_recorded_round_renders_every_plot():
     r = _recorded(LLAMA)
-    text = render_html([r], [gate.decide(r, r.rules).to_dict()])
+    text = render_html([r], [VerdictRecord.of(gate.decide(r, r.rules))])
     _check(text, PLOTS)
     for shown in ("ACCEPTED, tier XL", r.profile.sha256[:12], r.builds["main"].image_id[:19],
                   "g++ (Debian 12.2.0-14+deb12u1) 12.2.0", "cpu-2core", "prefill_tok_s", "KL per depth"):
@@ -86,7 +87,7 @@ def test_a_recorded_round_renders_every_plot():
 def test_every_outcome_renders(outcome):
     r = Receipt.from_dict(OUTCOME_RECEIPTS[outcome]())
     v = gate.decide(r, r.rules).to_dict()
-    text = render_html([r], [v])
+    text = render_html([r], [VerdictRecord.from_dict(v)])
     # These receipts record no telemetry; a round rejected before its pairs has no paired plot.
     has_pairs = bool(gate.pairs_of(gate.counted(r, r.rules)))
     _check(text, 2 + has_pairs)

@@ -5,7 +5,7 @@ import pytest
 
 from console.core import gate
 from console.core.receipt import Receipt
-from console.core.verdict import OUTCOMES, stage_of
+from console.core.verdict import OUTCOMES, VerdictRecord, stage_of
 from console.reports.text import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
 
 from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
@@ -27,16 +27,17 @@ def test_there_is_a_headline_for_exactly_the_gates_outcomes():
 def test_each_outcome_renders_from_the_gates_verdict(outcome):
     r, v = _round(OUTCOME_RECEIPTS[outcome])
     assert v["outcome"] == outcome
+    rec = VerdictRecord.from_dict(v)
     text = LineReporter(colour=False).verdict_text(v)
-    assert text.splitlines()[0] == "verdict: " + HEADLINES[outcome].format(tier=tier_text(v))
+    assert text.splitlines()[0] == "verdict: " + HEADLINES[outcome].format(tier=tier_text(rec))
     if v.get("tier_span"):
         assert "(interval spans" in text.splitlines()[0]
     for reason in v["reasons"]:
         assert reason["message"] in text
-    suite = ET.fromstring(junit_xml(r, v))         # well-formed, one case per gate stage
+    suite = ET.fromstring(junit_xml(r, rec))         # well-formed, one case per gate stage
     failed = {c.get("name") for c in suite if len(c)}
     assert failed == {stage_of(x["code"]) for x in v["reasons"]}
-    md = markdown_summary(r, v)
+    md = markdown_summary(r, rec)
     assert f"**Verdict: {outcome}" in md
     if r.summary["main"].n:               # the summary shows the medians the gate decided on
         assert f"{gate.counted(r, RULES).values('main')[0]:.2f}" in md or f"{r.summary['main'].median:.2f}" in md
@@ -55,5 +56,5 @@ def test_the_apparatus_refusal_is_a_verdict_the_gate_re_derives():
 def test_junit_escapes_what_the_profile_and_engine_wrote():
     r, v = _round(OUTCOME_RECEIPTS["rejected"])
     r.profile.name = 'a "quoted" <name> & more'
-    suite = ET.fromstring(junit_xml(r, v))
+    suite = ET.fromstring(junit_xml(r, VerdictRecord.from_dict(v)))
     assert suite[0].get("classname") == 'bench-console.a "quoted" <name> & more'

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from ..core import gate
 from ..core.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.rules import Bands
-from ..core.verdict import Verdict
+from ..core.verdict import VerdictRecord
 from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
@@ -50,19 +50,18 @@ def plain(x: Any) -> str:
     return str(x).replace("$", r"\$")
 
 
-def render_html(receipts: Sequence[Receipt],
-                verdicts: Sequence[Verdict | Mapping[str, Any]] | None = None) -> str:
+def render_html(receipts: Sequence[Receipt], verdicts: Sequence[VerdictRecord] | None = None) -> str:
     """The report page: one section per receipt, and for several a combined plot of their pairs.
 
-    ``verdicts`` are the gate's, one per receipt (``gate.decide(r, r.rules)``); when omitted
-    they are re-derived here, as every reader of a receipt does."""
+    ``verdicts`` are the gate's, one per receipt (``VerdictRecord.of(gate.decide(r, r.rules))``);
+    when omitted they are re-derived here, as every reader of a receipt does."""
     import matplotlib
     rs = list(receipts)
     if not rs:
         raise ValueError("a report needs at least one receipt")
     if verdicts is None:
-        verdicts = [gate.decide(r, r.rules) for r in rs]
-    vs = [v.to_dict() if isinstance(v, Verdict) else dict(v) for v in verdicts]
+        verdicts = [VerdictRecord.of(gate.decide(r, r.rules)) for r in rs]
+    vs = list(verdicts)
     if len(vs) != len(rs):
         raise ValueError(f"{len(rs)} receipt(s) but {len(vs)} verdict(s)")
     _svg.count = 0      # the plots' ids, numbered afresh: the same receipts give the same page
@@ -92,20 +91,18 @@ def _code(x: Any, n: int | None = None) -> str:
     return f'<code title="{esc(s)}">{esc(s[:n] + "…" if n and len(s) > n else s)}</code>'
 
 
-def _interval_text(v: Mapping[str, Any]) -> str:
-    s = v.get("speed") or {}
-    if s.get("gain") is None:
-        return esc(s.get("suppressed") or "no speed figures: " + v.get("outcome", "?"))
-    return esc(gain_phrase(dict(v)).removeprefix(" — "))     # the same words as summary.md
+def _interval_text(v: VerdictRecord) -> str:
+    if v.gain is None:
+        return esc(v.suppressed or "no speed figures: " + v.outcome)
+    return esc(gain_phrase(v).removeprefix(" — "))     # the same words as summary.md
 
 
-def _pairs_text(r: Receipt, v: Mapping[str, Any]) -> str:
-    s = v.get("speed") or {}
-    d = s.get("decision") or {}
-    if s.get("pairs") is None:
-        noise = s.get("noise") or {}
-        return esc(noise["pairs"]) if noise.get("pairs") is not None else NONE
-    out = str(s["pairs"])
+def _pairs_text(r: Receipt, v: VerdictRecord) -> str:
+    d = v.decision or {}
+    if v.speed.get("pairs") is None:
+        noise = v.noise
+        return esc(noise.pairs) if noise is not None and noise.pairs is not None and "pairs" in noise.keys else NONE
+    out = str(v.speed["pairs"])
     if d.get("prior_pairs"):
         out += f" (+{d['prior_pairs']} pooled from earlier rounds)"
     if r.sequential and r.sequential.stopped:
@@ -113,20 +110,21 @@ def _pairs_text(r: Receipt, v: Mapping[str, Any]) -> str:
     return esc(out)
 
 
-def _header(r: Receipt, v: Mapping[str, Any]) -> str:
-    outcome = str(v.get("outcome", "?"))
+def _header(r: Receipt, v: VerdictRecord) -> str:
+    outcome = v.outcome.value
     headline = HEADLINES.get(outcome, outcome).format(tier=tier_text(v))
     h = r.host
     cpu = h.get("cpu_model") and f"{h['cpu_model']} ×{h.get('cores', '?')}"
     node = " · ".join(str(x) for x in (r.profile.node, cpu, r.runtime.get("kind")) if x)
-    noise = ((v.get("speed") or {}).get("noise") or {})
+    noise = v.noise
+    exit_code = v.exit_code if "exit_code" in v.keys else "?"
     rows = [("verdict", f'<span class="badge {esc(outcome)}">{esc(headline)}</span> '
-                        f'(exit {esc(v.get("exit_code", "?"))}; re-derived from the receipt)'),
-            ("tier", esc(tier_text(v)) if v.get("tier") else NONE),
+                        f'(exit {esc(exit_code)}; re-derived from the receipt)'),
+            ("tier", esc(tier_text(v)) if v.tier else NONE),
             ("gain", _interval_text(v)),
             ("pairs", _pairs_text(r, v))]
-    if all(noise.get(k) is not None for k in ("sd", "lower", "upper")):
-        rows.append(("pair noise", esc(f"SD {noise['sd']:.2%} (95 % {noise['lower']:.2%}–{noise['upper']:.2%})")))
+    if noise is not None and None not in (noise.sd, noise.lower, noise.upper):
+        rows.append(("pair noise", esc(f"SD {noise.sd:.2%} (95 % {noise.lower:.2%}–{noise.upper:.2%})")))
     rows += [("node", _or(node)),
              ("profile", f"{_or(r.profile.name)} {_code(r.profile.sha256 and 'sha256:' + r.profile.sha256, 23)}"
                          f" <span class=\"dim\">{esc(r.profile.path)}</span>"),
@@ -135,9 +133,8 @@ def _header(r: Receipt, v: Mapping[str, Any]) -> str:
     table = "".join(f"<tr><th>{k}</th><td>{x}</td></tr>" for k, x in rows)
     figures = gate.summarize(r, r.rules)
     builds = "".join(_build_row(b, r.builds.get(b), figures[b]) for b in BUILDS)
-    reasons = "".join(f"<li>{esc(x.get('message', x.get('code')))}</li>" for x in v.get("reasons") or [])
-    warnings = "".join(f"<li class=\"warn\">{esc(x.get('message', x.get('code')))}</li>"
-                       for x in v.get("warnings") or [])
+    reasons = "".join(f"<li>{esc(x.message or x.code)}</li>" for x in v.reasons)
+    warnings = "".join(f"<li class=\"warn\">{esc(x.message or x.code)}</li>" for x in v.warnings)
     return (f'<table class="facts">{table}</table>'
             + (f"<ul>{reasons}{warnings}</ul>" if reasons or warnings else "")
             + '<table class="builds"><tr><th>build</th><th>source</th><th>image ID</th><th>base image ID</th>'
@@ -153,7 +150,7 @@ def _build_row(b: str, bd: Any, figures: Figures) -> str:
             + "".join(f'<td class="num">{c}</td>' for c in nums) + "</tr>")
 
 
-def _round_section(i: int, r: Receipt, v: Mapping[str, Any], numbered: bool) -> str:
+def _round_section(i: int, r: Receipt, v: VerdictRecord, numbered: bool) -> str:
     head = f"Round {i}: " if numbered else "Round "
     metric = str(r.profile.bench.get("metric") or "value")
     plots = [("Reps by position", _reps_plot(r, metric),
@@ -289,12 +286,11 @@ def _limits(values: list[float], bands: Bands) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _interval(v: Mapping[str, Any]) -> tuple[float | None, list[float | None]] | None:
+def _interval(v: VerdictRecord) -> tuple[float | None, list[float | None]] | None:
     """The verdict's gain and interval in percent; None ends are unbounded."""
-    s = v.get("speed") or {}
-    if s.get("gain") is None or not s.get("interval"):
+    if v.gain is None or not v.interval:
         return None
-    return s["gain"] * 100, [None if x is None else x * 100 for x in s["interval"]]
+    return v.gain * 100, [None if x is None else x * 100 for x in v.interval]
 
 
 def _pair_gains(r: Receipt) -> list[float]:
@@ -302,11 +298,11 @@ def _pair_gains(r: Receipt) -> list[float]:
     return [(float(c.value) / float(m.value) - 1.0) * 100 for m, c in pairs]
 
 
-def _pairs_plot(r: Receipt, v: Mapping[str, Any]) -> str:
+def _pairs_plot(r: Receipt, v: VerdictRecord) -> str:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     gains = _pair_gains(r)
-    suppressed = (v.get("speed") or {}).get("suppressed")
+    suppressed = v.suppressed
     if not gains:
         return _missing("no timed pair counted" + (f": {suppressed}" if suppressed else ""))
     rules = r.rules
@@ -332,10 +328,10 @@ def _pairs_plot(r: Receipt, v: Mapping[str, Any]) -> str:
                 ax.plot([x - 0.3, x + 0.3], [end, end], color="#222", lw=2, zorder=4)
         ax.plot(x, gain, "D", color="#222", ms=8, zorder=5)
         ax.axhline(gain, color="#222", lw=0.8, ls=":", zorder=2)
-        level = 1 - float((v.get("speed") or {}).get("confidence") or 0.99)
+        level = 1 - float(v.confidence or 0.99)
         handles.append(Line2D([], [], color="#222", marker="D", lw=3,
                               label=f"gain and its interval ({level:.0%} false accept)"))
-        d = (v.get("speed") or {}).get("decision") or {}
+        d = v.decision or {}
         basis = [None if e is None else e * 100 for e in d.get("basis_interval") or []]
         if len(basis) == 2 and basis != decided[1]:     # a pinned frontier or an anchor moves the tier basis
             ax.plot([x + 0.6] * 2, [lo if basis[0] is None else basis[0], hi if basis[1] is None else basis[1]],
@@ -345,7 +341,7 @@ def _pairs_plot(r: Receipt, v: Mapping[str, Any]) -> str:
         ax.set_xticks(list(range(1, n + 1, max(1, n // 16))) + [x],
                       [str(k) for k in range(1, n + 1, max(1, n // 16))] + ["decision"])
     else:
-        ax.text(0.5, 0.92, f"no decision interval: {plain(suppressed or v.get('outcome'))}", transform=ax.transAxes,
+        ax.text(0.5, 0.92, f"no decision interval: {plain(suppressed or v.outcome)}", transform=ax.transAxes,
                 ha="center", fontsize=9, color="#a00")
     ax.set_xlim(0.3, x + 1.2)
     _draw_bands(ax, rules.bands)
@@ -437,7 +433,7 @@ def _telemetry_plot(r: Receipt) -> str:
     return _svg(fig)
 
 
-def _comparison(rs: list[Receipt], vs: list[Mapping[str, Any]]) -> str:
+def _comparison(rs: list[Receipt], vs: list[VerdictRecord]) -> str:
     """Every round's paired gains and its interval on one axis, over the first round's bands."""
     from matplotlib.lines import Line2D
     fig, axes = _figure(10, 0.55 * len(rs) + 1.6)
@@ -461,7 +457,7 @@ def _comparison(rs: list[Receipt], vs: list[Mapping[str, Any]]) -> str:
     ax.set_ylim(len(rs) - 0.4, -0.6)
     _draw_bands(ax, rs[0].rules.bands, vertical=True)
     ax.axvline(0, color="#333", lw=0.8)
-    labels = [f"{k}. {r.round_id} · {v.get('outcome')}" + (f" {tier_text(v)}" if v.get("tier") else "")
+    labels = [f"{k}. {r.round_id} · {v.outcome}" + (f" {tier_text(v)}" if v.tier else "")
               for k, (r, v) in enumerate(zip(rs, vs), 1)]
     ax.set_yticks(range(len(rs)), [plain(x) for x in labels])
     ax.grid(axis="y", alpha=0)
@@ -471,7 +467,7 @@ def _comparison(rs: list[Receipt], vs: list[Mapping[str, Any]]) -> str:
               loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title("paired gains of each round, over the tier bands of round 1", loc="left")
     rows = "".join(f"<tr><td>{k}</td><td>{_code(r.round_id)}</td><td>{_or(r.profile.name)}</td>"
-                   f"<td>{esc(v.get('outcome'))}</td><td>{esc(tier_text(v)) if v.get('tier') else NONE}</td>"
+                   f"<td>{esc(v.outcome)}</td><td>{esc(tier_text(v)) if v.tier else NONE}</td>"
                    f"<td>{_interval_text(v)}</td><td>{_pairs_text(r, v)}</td></tr>"
                    for k, (r, v) in enumerate(zip(rs, vs), 1))
     return ('<section><h2>Comparison</h2><table class="builds"><tr><th>#</th><th>round</th><th>profile</th>'

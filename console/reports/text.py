@@ -10,14 +10,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any, Callable
 import xml.etree.ElementTree as ET
 
 from .. import events as ev
 from ..core.progress import Tracker, build_how, build_step, duration
 from ..core.adjudication import Adjudication
 from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt
-from ..core.verdict import stage_of
+from ..core.verdict import OUTCOMES, Reason, VerdictRecord, stage_of
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
 HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",
@@ -153,16 +153,19 @@ class LineReporter:
 
     def _verdict_ready(self, e: ev.VerdictReady) -> str:
         text = self.verdict_text(e.verdict)
-        return "\n".join([text, *annotations(e.verdict)]) if self.github else text
+        if not self.github or e.verdict.get("outcome") not in OUTCOMES:
+            return text     # a replayed newer receipt's outcome is shown, but this version cannot annotate it
+        return "\n".join([text, *annotations(VerdictRecord.from_dict(e.verdict))])
 
     def _round_ended(self, e: ev.RoundEnded) -> str:
         where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
         return f"round {e.status} (exit {e.exit_code}){where}"
 
     def verdict_text(self, v: dict) -> str:
+        """The verdict as an event carries it: JSON, whose outcome may be one a newer version sealed."""
         outcome = v.get("outcome", "?")
         head = HEADLINES.get(outcome, f"? {outcome} (not an outcome this gate produces)").format(
-            tier=tier_text(v))
+            tier=_tier_words(v.get("tier"), v.get("tier_span")))
         colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red",
                   "slower": "red"}.get(outcome, "yellow")
         lines = [self._c(f"verdict: {head}", colour)]
@@ -214,9 +217,13 @@ _LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
 }
 
 
-def tier_text(v: dict) -> str:
+def tier_text(v: VerdictRecord) -> str:
     """``L`` or ``L (interval spans L–XL)``: the conservative tier and what it may still be."""
-    tier, span = str(v.get("tier")).upper(), v.get("tier_span")
+    return _tier_words(v.tier, v.tier_span)
+
+
+def _tier_words(tier: Any, span: Any) -> str:
+    tier = str(tier).upper()
     if span and span[0] != span[-1]:
         return f"{tier} (interval spans {span[0].upper()}–{span[-1].upper()})"
     return tier
@@ -257,14 +264,14 @@ def source_text(src: dict) -> str:
 
 # --- files written beside the receipt ----------------------------------------
 
-def junit_xml(r: Receipt, verdict: dict) -> str:
+def junit_xml(r: Receipt, verdict: VerdictRecord) -> str:
     """One test case per gate stage, so CI dashboards show where a round stopped. A reason is a
     failure only when the verdict fails the job (its exit code); an outcome that exits 0 (none,
     undecided, slower recorded) states its reasons as the stage's output instead."""
-    stages: dict[str, list] = {"parity": [], "claims": [], "guards": [], "verdict": []}
-    for reason in verdict.get("reasons", []):
-        stages[stage_of(str(reason.get("code", "")))].append(reason)
-    fails = verdict.get("exit_code") not in (0, None)
+    stages: dict[str, list[Reason]] = {"parity": [], "claims": [], "guards": [], "verdict": []}
+    for reason in verdict.reasons:
+        stages[stage_of(reason.code)].append(reason)
+    fails = verdict.exit_code not in (0, None)
     suite = ET.Element("testsuite", name=f"bench-console round {r.round_id}",
                        tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs) if fails else 0))
     classname = f"bench-console.{r.profile.name}"
@@ -272,31 +279,28 @@ def junit_xml(r: Receipt, verdict: dict) -> str:
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
         for reason in rs:
             if fails:
-                ET.SubElement(case, "failure", message=str(reason.get("message", "")))
+                ET.SubElement(case, "failure", message=reason.message)
             else:
-                ET.SubElement(case, "system-out").text = f"{verdict.get('outcome')}: {reason.get('message', '')}"
+                ET.SubElement(case, "system-out").text = f"{verdict.outcome}: {reason.message}"
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
-def gain_phrase(verdict: dict) -> str:
+def gain_phrase(verdict: VerdictRecord) -> str:
     """" — gain +12.3 % (interval +8.1 % to +16.0 %, 1 % false accept)", or "" without a gain."""
-    s = verdict.get("speed") or {}
-    if s.get("gain") is None:
+    if verdict.gain is None:
         return ""
-    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in s.get("interval") or [None, None])
-    level = f", {1 - s['confidence']:.0%} false accept" if s.get("confidence") is not None else ""
-    return f" — gain {s['gain']:+.1%}, interval [{iv}]{level}"
+    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in verdict.interval or (None, None))
+    level = f", {1 - verdict.confidence:.0%} false accept" if verdict.confidence is not None else ""
+    return f" — gain {verdict.gain:+.1%}, interval [{iv}]{level}"
 
 
-def markdown_summary(r: Receipt, verdict: dict) -> str:
+def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
     lines = [f"# Round {r.round_id} — {r.profile.name}", "",
-             f"**Verdict: {verdict.get('outcome')}" + (f", tier {tier_text(verdict).lower()}" if verdict.get("tier")
-                                                       else "") + "**" + gain_phrase(verdict), ""]
-    for reason in verdict.get("reasons", []):
-        lines.append(f"- {reason.get('message')}")
-    for w in verdict.get("warnings", []):
-        lines.append(f"- warning: {w.get('message')}")
+             f"**Verdict: {verdict.outcome}" + (f", tier {tier_text(verdict).lower()}" if verdict.tier
+                                                else "") + "**" + gain_phrase(verdict), ""]
+    lines += [f"- {reason.message}" for reason in verdict.reasons]
+    lines += [f"- warning: {w.message}" for w in verdict.warnings]
     lines += _decision_lines(r, verdict)
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
@@ -311,21 +315,20 @@ def markdown_summary(r: Receipt, verdict: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _decision_lines(r: Receipt, verdict: dict) -> list[str]:
+def _decision_lines(r: Receipt, verdict: VerdictRecord) -> list[str]:
     """Where the stopping rule left the round, and what its plan said it could decide."""
-    s = verdict.get("speed") or {}
-    d = s.get("decision")
-    if not isinstance(d, dict):
+    d = verdict.decision
+    if d is None:
         return []
     iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
     pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
     gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
-    said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.get("outcome"), "Not decided")
+    said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.outcome, "Not decided")
     seq = r.sequential
     settle = seq.decided_at if seq else None
     when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
     lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
-                 f"{1 - s.get('confidence', 0.99):.0%} false-accept level ({s.get('method')})."]
+                 f"{1 - _level(verdict):.0%} false-accept level ({verdict.speed.get('method')})."]
     plan = seq.preview if seq else None
     if isinstance(plan, dict) and plan.get("decidable_gain") is not None:
         lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
@@ -333,13 +336,18 @@ def _decision_lines(r: Receipt, verdict: dict) -> list[str]:
     return lines
 
 
-def _parity_lines(par: ParityRecord, verdict: dict) -> list[str]:
+def _level(verdict: VerdictRecord) -> float:
+    """The decision's confidence; 0.99 where the verdict does not record it."""
+    return 0.99 if verdict.confidence is None else verdict.confidence
+
+
+def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
     """The candidate's figures per depth beside main's and the gate's grade."""
     if not (par.candidate and par.candidate.depths):
         return []
     lines = ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
                  "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    grades = {row.get("depth"): row.get("status") for row in (verdict.get("parity") or {}).get("depths") or []}
+    grades = verdict.depth_grades
     sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
     for d in par.candidate.depths:
         m, s = par.main.at(d.depth) if par.main else None, d.stats    # no stats in older receipts
@@ -355,9 +363,9 @@ def _parity_lines(par: ParityRecord, verdict: dict) -> list[str]:
                         "top-1 only."]
 
 
-def _adjudication_lines(adj: Adjudication | None, verdict: dict) -> list[str]:
-    ruling = (verdict.get("parity") or {}).get("adjudication")
-    if not isinstance(ruling, dict):
+def _adjudication_lines(adj: Adjudication | None, verdict: VerdictRecord) -> list[str]:
+    ruling = verdict.adjudication
+    if ruling is None:
         return []
     depths = ruling.get("depths") or {}
     out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.get('passed') else 'rejected'}.** "
@@ -396,10 +404,10 @@ def accuracy_grade_text(e: ev.AccuracyGraded) -> str:
             f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})")
 
 
-def accuracy_sentence(verdict: Mapping[str, Any]) -> str | None:
+def accuracy_sentence(verdict: VerdictRecord) -> str | None:
     """The task accuracy stage in one sentence, as the gate graded it; None when there was none."""
-    acc = (verdict.get("parity") or {}).get("accuracy")
-    if not isinstance(acc, dict) or acc.get("status") not in ("pass", "fail"):
+    acc = verdict.accuracy
+    if acc is None or acc.get("status") not in ("pass", "fail"):
         return None
     return (f"Task accuracy: {acc['status']}. Reference {acc['reference_correct']}/{acc['items']} "
             f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
@@ -408,11 +416,10 @@ def accuracy_sentence(verdict: Mapping[str, Any]) -> str | None:
             f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.")
 
 
-def _accuracy_lines(verdict: dict) -> list[str]:
-    said = accuracy_sentence(verdict)
-    if said is None:
+def _accuracy_lines(verdict: VerdictRecord) -> list[str]:
+    said, acc = accuracy_sentence(verdict), verdict.accuracy
+    if said is None or acc is None:
         return []
-    acc = verdict["parity"]["accuracy"]
     head, rest = said.split(". ", 1)
     out = ["", f"**{head}.** {rest}", "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
     for kind, row in (acc.get("per_kind") or {}).items():
@@ -420,7 +427,7 @@ def _accuracy_lines(verdict: dict) -> list[str]:
     return out
 
 
-def write_reports(out_dir: Path, r: Receipt, verdict: dict) -> list[Path]:
+def write_reports(out_dir: Path, r: Receipt, verdict: VerdictRecord) -> list[Path]:
     """junit.xml and summary.md beside the receipt; under GitHub Actions the summary is also
     appended to the job's step summary (GITHUB_STEP_SUMMARY)."""
     paths = [out_dir / "junit.xml", out_dir / "summary.md"]
@@ -441,15 +448,14 @@ def _escape(text: str, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
-def annotations(verdict: dict) -> list[str]:
+def annotations(verdict: VerdictRecord) -> list[str]:
     """``::error`` for each reason of a verdict that fails the job, ``::warning`` for each
     warning; a verdict that passes states its reasons as ``::notice``."""
-    level = "error" if verdict.get("exit_code") not in (0, None) else "notice"
-    head = f"bench-console: {verdict.get('outcome')}"
-    out = [f"::{level} title={_escape(head, True)}::{_escape(str(r.get('message', r.get('code'))))}"
-           for r in verdict.get("reasons") or []]
-    out += [f"::warning title={_escape('bench-console warning', True)}::{_escape(str(w.get('message', w.get('code'))))}"
-            for w in verdict.get("warnings") or []]
+    level = "error" if verdict.exit_code not in (0, None) else "notice"
+    head = f"bench-console: {verdict.outcome}"
+    out = [f"::{level} title={_escape(head, True)}::{_escape(r.message or r.code)}" for r in verdict.reasons]
+    out += [f"::warning title={_escape('bench-console warning', True)}::{_escape(w.message or w.code)}"
+            for w in verdict.warnings]
     return out
 
 

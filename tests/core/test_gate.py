@@ -707,15 +707,16 @@ def test_an_unsettled_tier_and_a_pinned_basis_are_said_in_the_verdict():
 
 
 def test_undecided_reports_do_not_say_decided_and_junit_fails_only_a_failing_exit():
+    from console.core.verdict import VerdictRecord
     from console.reports.text import junit_xml, markdown_summary
     r = typed(OUTCOME_RECEIPTS["undecided"]())
-    v = decide(r, RULES).to_dict()
+    v = VerdictRecord.of(decide(r, RULES))
     assert "Not decided on 8 pairs" in markdown_summary(r, v) and "Decided on" not in markdown_summary(r, v)
     assert 'failures="0"' in junit_xml(r, v) and "<failure" not in junit_xml(r, v)
     slow = typed(OUTCOME_RECEIPTS["slower"]())
-    sv = decide(slow, RULES).to_dict()
+    sv = VerdictRecord.of(decide(slow, RULES))
     assert 'failures="1"' in junit_xml(slow, sv) and "Decided on" in markdown_summary(slow, sv)
-    recorded = decide(slow, default_rules(slower="record")).to_dict()
+    recorded = VerdictRecord.of(decide(slow, default_rules(slower="record")))
     assert "<failure" not in junit_xml(slow, recorded)
 
 
