@@ -11,6 +11,7 @@ from console.core import ledger as L
 from console.core import lock as K
 from console.core.fingerprint import of_host, of_receipt
 from console.core.receipt import SCHEMA, SCHEMA_1, Receipt
+from console.core.verdict import VerdictRecord
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
 GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
@@ -54,8 +55,8 @@ def sealed(r, prev=None):
     return s.id, s.receipt
 
 
-NOISE_OK = {"outcome": "noise"}
-OK = {"outcome": "accepted"}
+NOISE_OK = VerdictRecord.from_dict({"outcome": "noise"})
+OK = VerdictRecord.from_dict({"outcome": "accepted"})
 
 
 LOCK_TEXT = textwrap.dedent('''\
@@ -178,13 +179,13 @@ def test_rounds_that_cannot_vouch_for_main_move_nothing(mutate, why):
 
 def test_an_unusable_verdict_moves_nothing():
     rid, r = sealed(round_receipt())
-    assert not any(c.moves for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), {"outcome": "infra"}))
+    assert not any(c.moves for c in K.update_from_receipt({}, rid, Receipt.from_dict(r), VerdictRecord.from_dict({"outcome": "infra"})))
 
 
 @pytest.mark.parametrize("code", ["main-parity-fail", "main-parity-error"])
 def test_a_main_that_fails_its_own_parity_moves_nothing(code):
     rid, r = sealed(round_receipt())
-    verdict = {"outcome": "accepted", "warnings": [{"code": code, "message": "…"}]}
+    verdict = VerdictRecord.from_dict({"outcome": "accepted", "warnings": [{"code": code, "message": "…"}]})
     ch = K.update_from_receipt({}, rid, Receipt.from_dict(r), verdict)
     assert ch and not any(c.moves for c in ch) and all("parity" in c.reason for c in ch)
 
@@ -311,7 +312,7 @@ def world():
 
 def test_a_noise_round_the_gate_did_not_accept_moves_no_noise_pin():
     n_id, n = sealed(noise_receipt(spread=0.001))
-    ch = K.update_from_receipt({"noise": {"cpu-2core": {"spread": 0.05}}}, n_id, Receipt.from_dict(n), {"outcome": "infra"})
+    ch = K.update_from_receipt({"noise": {"cpu-2core": {"spread": 0.05}}}, n_id, Receipt.from_dict(n), VerdictRecord.from_dict({"outcome": "infra"}))
     assert [c.action for c in ch] == ["hold"] and "infra" in ch[0].reason
 
 
@@ -538,9 +539,10 @@ def demo_lock(tmp_path):
 
 
 def seal_and_update(out, path, profile, receipt):
-    rid = store.seal_into(out, receipt)
+    verdict = OK if receipt["kind"] == "round" else NOISE_OK
+    rid = store.seal_into(out, {**receipt, "verdict": verdict.to_dict()})
     doc = store.ledger_receipts(out)[rid]
-    moved, _ = F.update(path, rid, Receipt.from_dict(doc), OK if receipt["kind"] == "round" else NOISE_OK, profile, ledger_dir=out)
+    moved, _ = F.update(path, rid, Receipt.from_dict(doc), profile, ledger_dir=out)
     return rid, moved
 
 

@@ -41,6 +41,7 @@ from console.core.ledger import Problem
 from console.core.receipt import SCHEMA_1, Receipt
 from console.core.sequential import pair_noise
 from console.core.stats import geometric_bound, median
+from console.core.verdict import VerdictRecord
 
 FRONTIER, GUARD = "frontier", "guard"
 KINDS = (FRONTIER, GUARD)
@@ -342,12 +343,11 @@ def value_of(lock: Mapping[str, Any], slot: str) -> float:
 
 
 def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, r: Receipt,
-                        verdict: Any, significance: float | None = None,
+                        verdict: VerdictRecord | None, significance: float | None = None,
                         ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     """Decide what a sealed receipt does to the lock (nothing is modified here).
 
-    ``verdict`` is the gate's recomputed verdict (object with ``.outcome`` or
-    its dict); an unusable round moves nothing. ``significance`` (default: the
+    ``verdict`` is the verdict the receipt was sealed with; an unusable round moves nothing. ``significance`` (default: the
     receipt's rules) is how far a schema-1 main must outgrow a guard floor before
     the floor follows it. ``ledger`` (id -> sealed receipt) supplies the earlier
     noise rounds a node's noise pools with, and the receipts that tell which node
@@ -387,17 +387,16 @@ def _node_of(r: Receipt) -> Fingerprint:
     return of_receipt({"host": r.host, "preflight": r.preflight})
 
 
-def _unusable(r: Receipt, verdict: Any) -> str:
+def _unusable(r: Receipt, verdict: VerdictRecord | None) -> str:
     if r.status != "complete":
         return f"round status is {r.status!r}, not 'complete'"
-    outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
-    if outcome in UNUSABLE_OUTCOMES:
-        return f"verdict outcome {outcome!r} does not vouch for main's measurements"
+    if verdict is None:
+        return ""
+    if verdict.outcome in UNUSABLE_OUTCOMES:
+        return f"verdict outcome {verdict.outcome.value!r} does not vouch for main's measurements"
     # A main that misses the parity bars is not the model the pins are about: a fast
     # but wrong main would raise the frontier and every guard floor for good.
-    warnings = verdict.get("warnings") if isinstance(verdict, Mapping) else getattr(verdict, "warnings", None)
-    if any(isinstance(w, Mapping) and w.get("code") in ("main-parity-fail", "main-parity-error")
-           for w in warnings or []):
+    if any(w.code in ("main-parity-fail", "main-parity-error") for w in verdict.warnings):
         return "main failed or could not run its own parity check this round"
     return ""
 
@@ -429,7 +428,8 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
 
 
 def _noise_changes(lock: Mapping[str, Any], rid: str, r: Receipt, at: str,
-                   verdict: Any = None, ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
+                   verdict: VerdictRecord | None = None,
+                   ledger: Mapping[str, Mapping[str, Any]] | None = None) -> list[Change]:
     node = r.profile.node
     here = _node_of(r)
     np = node_pin(lock.get("noise") or {}, node, here, ledger)
@@ -437,15 +437,14 @@ def _noise_changes(lock: Mapping[str, Any], rid: str, r: Receipt, at: str,
     legacy = r.rules_version == 1
     key = "spread" if legacy else "sd"
     old = float(old_t.get(key, 0)) if finite(old_t.get(key, 0)) else 0.0
-    outcome = verdict.get("outcome") if isinstance(verdict, Mapping) else getattr(verdict, "outcome", None)
 
     def change(action: str, new: float | None, why: str, extra: Mapping[str, Any] | None = None) -> list[Change]:
         return [_on_node(Change("noise", at_key, action, old, new, rid, at, reason=why, extra=extra), here, np)]
     if not node or r.status != "complete":
         return change("hold", None, "noise receipt is not a complete round on a named node")
-    if verdict is not None and outcome != "noise":
+    if verdict is not None and verdict.outcome != "noise":
         # a noise round the gate did not accept (claims refused, too few pairs) measures nothing
-        return change("hold", None, f"noise verdict is {outcome!r}")
+        return change("hold", None, f"noise verdict is {verdict.outcome.value!r}")
     if legacy:
         spread = noise_spread_of(r)
         if spread is None:

@@ -161,16 +161,16 @@ def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path |
     return {**L.node_pins(m, profile, node, receipts), "lock_path": str(path)}
 
 
-def update(path: Path, receipt_id: str, sealed: Receipt, verdict: dict, profile: Profile,
-           ledger_dir: Path | None = None):
-    """Apply a sealed receipt's raise-only changes; return (changes that moved, stale findings).
+def update(path: Path, receipt_id: str, sealed: Receipt, profile: Profile, ledger_dir: Path | None = None):
+    """Apply a sealed receipt's raise-only changes, as its sealed verdict allows; return (changes
+    that moved, stale findings).
     ``ledger_dir`` holds the earlier noise rounds a node's noise pools with, and the receipts
     that say which node measured a pin written before fingerprints."""
     doc = store.read_lock(path)
     m = model(doc, path)
     ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
     findings = L.stale_findings(m, sealed, profile.gate.significance, ledger) if sealed.kind == "round" else []
-    changes = L.update_from_receipt(m, receipt_id, sealed, verdict, profile.gate.significance, ledger=ledger)
+    changes = L.update_from_receipt(m, receipt_id, sealed, sealed.verdict, profile.gate.significance, ledger=ledger)
     apply_changes(doc, changes)
     store.write_lock(path, doc)
     return [c for c in changes if c.moves], findings

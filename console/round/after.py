@@ -38,7 +38,7 @@ def raise_pins(lock_path: Path | None, sealed: Sealed, profile: Profile, notice:
         return
     rid = sealed.receipt_id
     try:
-        moved, stale = lockfile.update(Path(lock_path), rid, sealed.receipt, sealed.document["verdict"], profile,
+        moved, stale = lockfile.update(Path(lock_path), rid, sealed.receipt, profile,
                                        ledger_dir=sealed.path.parent.parent)
     except Exception as e:
         notice("error", "lock-update-failed", f"{lock_path} was not updated: {e}. The receipt {rid[:12]} is "
