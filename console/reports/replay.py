@@ -24,6 +24,7 @@ from console.core.parity import DepthFigures
 from console.core.receipt import BUILDS, SCHEMA, Build, ParityRecord, ProfileRecord, Receipt, ReceiptError
 from console.core.untrusted import loads
 from console.core.sequential import Preview
+from console.core.verdict import VerdictRecord
 from console.engine.buildkey import built_by
 
 EXIT_REPLAY_ABORTED = 130
@@ -227,7 +228,7 @@ def _regrade(r: Receipt) -> dict[str, Any] | None:
     from ..core import gate, parity
     rules = r.rules
     try:
-        verdict = gate.decide(r, rules).to_dict()
+        verdict = VerdictRecord.of(gate.decide(r, rules))
     except (ReceiptError, KeyError, TypeError, ValueError):
         return None     # not a receipt this version can judge: show it as recorded
     par = r.parity
@@ -252,7 +253,8 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     """
     r, judgeable = _read(receipt)
     graded = _regrade(r) if judgeable else None
-    verdict = graded["verdict"] if graded else _as_recorded(_stored(r, receipt))
+    # the event carries the verdict's JSON: a stored one this version cannot read is shown as it is
+    verdict = graded["verdict"].to_dict() if graded else _as_recorded(_stored(r, receipt))
     t = _epoch(r.started_at)
     yield from _opening(r, graded is not None, t)
     t = yield from _build_events(r.builds, t)
@@ -339,16 +341,16 @@ def _depth_graded(build: str, d: DepthFigures, grade: dict[str, Any], t: float) 
 
 def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event]:
     """The re-derived adjudication ruling and task accuracy grade, where the round had them."""
-    regraded = (graded or {}).get("verdict", {}).get("parity") or {}
-    if isinstance(regraded.get("adjudication"), dict):
-        ruling = regraded["adjudication"]
-        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=ruling,
+    if graded is None:
+        return
+    verdict: VerdictRecord = graded["verdict"]
+    if (ruling := verdict.adjudication) is not None:
+        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=dict(ruling),
                                   ok=bool(ruling.get("passed")), at=t)
-    if isinstance(regraded.get("accuracy"), dict):
-        grade = {k: v for k, v in regraded["accuracy"].items() if k not in ("reference_ok", "candidate_ok")}
-        yield ev.AccuracyGraded(grade=grade, reasons=[r.get("message", "") for r in
-                                                      (graded or {})["verdict"].get("reasons") or []
-                                                      if str(r.get("code", "")).startswith("accuracy-")], at=t)
+    if (accuracy := verdict.accuracy) is not None:
+        grade = {k: v for k, v in accuracy.items() if k not in ("reference_ok", "candidate_ok")}
+        yield ev.AccuracyGraded(grade=grade, reasons=[r.message for r in verdict.reasons
+                                                      if r.code.startswith("accuracy-")], at=t)
 
 
 def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generator[ev.Event, None, float]:
