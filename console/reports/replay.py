@@ -21,7 +21,8 @@ from typing import Any, Callable, Generator, Iterable, Iterator, Mapping
 
 from console import events as ev
 from console.core.parity import DepthFigures
-from console.core.receipt import BUILDS, SCHEMA, Build, ParityRecord, ProfileRecord, Receipt, ReceiptError
+# events carry plain JSON (journals, replays): a sealed receipt's frozen parts go in through plain()
+from console.core.receipt import BUILDS, SCHEMA, Build, ParityRecord, ProfileRecord, Receipt, ReceiptError, plain
 from console.core.untrusted import loads
 from console.core.sequential import Preview
 from console.core.verdict import VerdictRecord
@@ -263,7 +264,7 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     # a rep's event carries it as recorded (older receipts lack fields the typed shape adds)
     t = yield from _rep_events(r, receipt.get("reps") or [], t)
     d = (verdict.get("speed") or {}).get("decision")
-    if isinstance(d, dict):     # where the round's last look left it (the verdict's own decision)
+    if isinstance(d, Mapping):  # where the round's last look left it (the verdict's own decision)
         yield ev.DecisionStep.of(d, at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
@@ -290,8 +291,8 @@ def _opening(r: Receipt, rederived: bool, t: float) -> Iterator[ev.Event]:
     sides = [side for b in BUILDS if (side := r.parity.side(b)) is not None]
     depths = sorted({d.depth for side in sides for d in side.depths})
     yield ev.RoundStarted(round_id=r.round_id, profile=r.profile.name, profile_sha256=r.profile.sha256,
-                          runtime=str(r.runtime.get("kind", "")), host=r.host,
-                          plan={"depths": depths, "parity": r.profile.parity}, at=t)
+                          runtime=str(r.runtime.get("kind", "")), host=plain(r.host),
+                          plan={"depths": depths, "parity": plain(r.profile.parity)}, at=t)
     yield ev.Notice(level="info", code="replay-receipt",
                     message="replay of a sealed receipt: build logs, telemetry samples and "
                             "notices are not kept in a receipt", at=t)
@@ -303,7 +304,7 @@ def _build_events(builds: dict[str, Build], t: float) -> Generator[ev.Event, Non
     """Each build, stamped along its recorded build time; returns the time after the last."""
     yield ev.PhaseStarted(phase="build", at=t)
     for name, b in builds.items():
-        yield ev.BuildStarted(build=name, source=b.source, at=t)
+        yield ev.BuildStarted(build=name, source=plain(b.source), at=t)
         t += b.build_s or 0.0
         yield ev.BuildDone(build=name, image_id=str(b.image_id), base_image_id=str(b.base_image_id),
                            compiler=str(b.compiler), seconds=b.build_s or 0.0, at=t,
@@ -345,10 +346,10 @@ def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event
         return
     verdict: VerdictRecord = graded["verdict"]
     if (ruling := verdict.adjudication) is not None:
-        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=dict(ruling),
+        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=plain(ruling),
                                   ok=bool(ruling.get("passed")), at=t)
     if (accuracy := verdict.accuracy) is not None:
-        grade = {k: v for k, v in accuracy.items() if k not in ("reference_ok", "candidate_ok")}
+        grade = {k: plain(v) for k, v in accuracy.items() if k not in ("reference_ok", "candidate_ok")}
         yield ev.AccuracyGraded(grade=grade, reasons=[r.message for r in verdict.reasons
                                                       if r.code.startswith("accuracy-")], at=t)
 
@@ -357,16 +358,16 @@ def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generat
     """The plan, then every rep stamped along its wall time; returns the time after the last."""
     yield ev.PhaseStarted(phase="reps", at=t)
     seq = r.sequential
-    if seq is not None and isinstance(seq.preview, dict):
+    if seq is not None and isinstance(seq.preview, Mapping):
         preview = Preview(**seq.preview)
-        yield ev.PlanReady(preview=seq.preview, sentence=preview.sentence(), prior_rounds=len(seq.prior),
+        yield ev.PlanReady(preview=plain(seq.preview), sentence=preview.sentence(), prior_rounds=len(seq.prior),
                            prior_pairs=sum(len(p.log_ratios) for p in seq.prior), at=t)
     for rep, as_recorded in zip(r.reps, recorded):
         yield ev.RepStarted(build=rep.build, index=rep.index, position=rep.position, phase=rep.phase, at=t)
-        if rep.telemetry and isinstance(rep.telemetry, dict):
+        if rep.telemetry and isinstance(rep.telemetry, Mapping):
             tel = rep.telemetry
-            values = {k: v.get("median") for k, v in (tel.get("metrics") or {}).items() if isinstance(v, dict)}
-            yield ev.TelemetrySample(source=str(tel.get("source", "host")), values=values or tel,
+            values = {k: v.get("median") for k, v in (tel.get("metrics") or {}).items() if isinstance(v, Mapping)}
+            yield ev.TelemetrySample(source=str(tel.get("source", "host")), values=values or plain(tel),
                                      build=rep.build, index=rep.index, at=t)
         t += rep.wall_s or 0.0
         yield ev.RepDone(rep=as_recorded, at=t)

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Mapping
 import xml.etree.ElementTree as ET
 
 from .. import events as ev
@@ -330,7 +330,7 @@ def _decision_lines(r: Receipt, verdict: VerdictRecord) -> list[str]:
     lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
                  f"{1 - _level(verdict):.0%} false-accept level ({verdict.speed.get('method')})."]
     plan = seq.preview if seq else None
-    if isinstance(plan, dict) and plan.get("decidable_gain") is not None:
+    if isinstance(plan, Mapping) and plan.get("decidable_gain") is not None:
         lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
                      f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
     return lines

@@ -202,3 +202,29 @@ def test_leaving_a_followed_round_stops_only_the_viewer(tmp_path: Path):
     src.abort()
     end = next(it)
     assert end.status == "incomplete" and "goes on" in end.message
+
+
+def test_a_sealed_receipt_replays_as_plain_events_with_its_plan(tmp_path: Path):
+    """A receipt read with its seal is frozen (read-only mappings inside); what a replay makes of
+    it is plain JSON again: every event writes to a journal, and the plan is replayed."""
+    from console.core import gate
+    from console.core.receipt import Receipt
+    from console.core.verdict import VerdictRecord
+    from console.reports.text import markdown_summary
+    preview = {"sd": 0.02, "sd_source": "node record", "max_pairs": 32, "decidable_gain": 0.03,
+               "min_gain_pairs": 12, "false_accept": 0.01, "miss": 0.05}
+    receipt = sealed_receipt(cand=(220.0, 221.0, 219.5, 220.5, 220.2),
+                             sequential={"prior": [], "experiment": "e", "preview": preview, "stopped": "decided"})
+    receipt["verdict"] = gate.decide(Receipt.from_dict(receipt), default_rules()).to_dict()
+    receipt["seal"] = {"sha256": "0" * 64, "prev": None}
+    r = Receipt.from_dict(receipt)
+    assert r.sequential is not None and not isinstance(r.sequential.preview, dict)    # frozen
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    events = list(ReplaySource(path, speed=0).events())
+    for e in events:
+        json.dumps(e.to_dict())
+    [plan] = [e for e in events if isinstance(e, ev.PlanReady)]
+    assert plan.preview == preview
+    assert "Planned from the node's noise (2.0%, node record)" in markdown_summary(r, VerdictRecord.from_dict(
+        receipt["verdict"]))
