@@ -9,7 +9,7 @@ plain JSON: they are recorded, not decided on.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -17,6 +17,7 @@ from console.core.adjudication import Adjudication
 from console.core.figures import finite
 from console.core.untrusted import safe_name
 from console.core.parity import DepthFigures
+from console.core.recorded import plain   # also what the gate and replay import from here
 from console.core.rules import GateRules, not_finite, rules_from_dict
 from console.core.served import ServedCheck
 from console.core.sizing import Sizing
@@ -88,18 +89,6 @@ def _read_only(x: Any) -> Any:
         return MappingProxyType({k: _read_only(v) for k, v in x.items()})
     if isinstance(x, (list, tuple)):
         return tuple(_read_only(v) for v in x)
-    return x
-
-
-def plain(x: Any) -> Any:
-    """``x`` as JSON values (``asdict``'s reading, frozen parts included): lists and dicts again,
-    so a frozen receipt writes exactly the document it was read from."""
-    if is_dataclass(x) and not isinstance(x, type):
-        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
-    if isinstance(x, Mapping):
-        return {k: plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [plain(v) for v in x]
     return x
 
 
@@ -637,6 +626,12 @@ class Receipt(_Freezable):
     @property
     def rules(self) -> GateRules:
         return self.profile.rules
+
+    def sealed_verdict(self) -> VerdictRecord:
+        """The verdict it was sealed with: every sealed round has one."""
+        if self.verdict is None:
+            raise ReceiptError(f"receipt {self.round_id} was sealed without a verdict", "verdict")
+        return self.verdict
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -8,15 +8,22 @@ same JSON whichever version sealed it.
 """
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any, Callable, Mapping
 
 Convert = Callable[[Any], Any]
 
 
-def _json(v: Any) -> Any:
-    """A frozen value back to its JSON shape: tuples were lists."""
-    return [_json(x) for x in v] if isinstance(v, tuple) else v
+def plain(x: Any) -> Any:
+    """``x`` as JSON values (``asdict``'s reading, frozen parts included): tuples were lists and
+    read-only mappings objects, so a frozen part writes exactly the document it was read from."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, Mapping):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return x
 
 
 def _frozen(v: Any) -> Any:
@@ -37,4 +44,4 @@ def read_keys(cls: type, d: Mapping[str, Any], read: Mapping[str, Convert] | Non
 def write_keys(obj: Any, write: Mapping[str, Convert] | None = None) -> dict[str, Any]:
     """The JSON of a value made by ``read_keys``: the keys it was read with, and only those."""
     write = write or {}
-    return {k: write[k](getattr(obj, k)) if k in write else _json(getattr(obj, k)) for k in obj.keys}
+    return {k: write[k](getattr(obj, k)) if k in write else plain(getattr(obj, k)) for k in obj.keys}

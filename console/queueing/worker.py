@@ -19,7 +19,7 @@ from ..results import store
 from ..core import apparatus
 from ..core import queue as policy
 from ..core.queue import State
-from ..core.receipt import Receipt, ReceiptError
+from ..core.receipt import Receipt
 from ..core.verdict import VerdictRecord, stage_of, unsealed_status
 from ..errors import ConsoleError, ExitCode
 from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
@@ -287,10 +287,8 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
             return Finished(State.REFUSED, f"cannot be scored: {message}", code)
         then = policy.after_round(kind, None, False, message)
         return Finished(then.state, then.reason, code)
-    sealed = Receipt.from_dict(rnd.receipt)     # the round's sealed document, read once here
-    verdict = sealed.verdict
-    if verdict is None:
-        raise ReceiptError("the sealed receipt carries no verdict", "verdict")
+    sealed = rnd.sealed if rnd.sealed is not None else Receipt.from_dict(rnd.receipt)
+    verdict = sealed.sealed_verdict()
     then = policy.after_round(verdict.outcome, verdict.tier, _parity_passed(verdict))
     rid = Path(rnd.receipt_path).stem
     node = (sealed.host.get("slurm") or {}).get("node") or sealed.host.get("hostname")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import events as ev
+from ..core.receipt import Receipt
 from ..core.verdict import unsealed_status
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal
@@ -29,6 +30,7 @@ class Lifecycle(abc.ABC):
         self._q: queue.Queue = queue.Queue()
         self._abort = threading.Event()
         self.receipt: dict | None = None        # the receipt as sealed (or a sweep's document)
+        self.sealed: Receipt | None = None      # the sealed receipt, read back once (frozen)
         self.receipt_path: Path | None = None
         self.exit_code: int = ExitCode.INFRA
         self._journal: journal.Journal | None = None

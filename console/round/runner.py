@@ -325,7 +325,7 @@ class Round(Lifecycle):
         self.emit(ev.VerdictReady(verdict=receipt.verdict.to_dict()))
         receipt.freeze()        # what is sealed is final: nothing after this may edit it
         sealed = after.seal(self.cfg.out_dir, receipt, self.notice)
-        self.receipt, self.receipt_path = sealed.document, sealed.path
+        self.receipt, self.receipt_path, self.sealed = sealed.document, sealed.path, sealed.receipt
         self.exit_code = verdict.exit_code
         after.raise_pins(self.cfg.lock_path, sealed, self.p, self.notice)
 
