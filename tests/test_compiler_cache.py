@@ -58,7 +58,33 @@ def test_the_image_store_replaces_the_node_store(tmp_path):
     (store / "old").write_bytes(b"stale")
     size = cc.replace_store(store, _archive({"0/obj": b"12345", "stats": b"7"}))
     assert size == 6 and sorted(p.name for p in store.rglob("*") if p.is_file()) == ["obj", "stats"]
-    assert sorted(p.name for p in store.parent.iterdir()) == ["abc"]     # nothing left beside it
+    # nothing left beside it but its lock
+    assert sorted(p.name for p in store.parent.iterdir()) == [".abc.lock", "abc"]
+
+
+def test_a_replacement_waits_for_a_build_copying_the_store(tmp_path):
+    """Two builds on one node: one copying the store (a build context, a candidate's copy) holds it;
+    the other's replacement swaps it only once that copy is done, and a copy never sees half of it."""
+    import threading
+    store = tmp_path / "ccache" / "abc"
+    store.mkdir(parents=True)
+    (store / "old").write_bytes(b"stale")
+    done = threading.Event()
+
+    def replace():
+        cc.replace_store(store, _archive({"new": b"fresh"}))
+        done.set()
+
+    with cc.reading(store):
+        t = threading.Thread(target=replace)
+        t.start()
+        assert not done.wait(0.5)                       # held off while the copy reads
+        assert (store / "old").read_bytes() == b"stale"
+    assert done.wait(10)
+    t.join()
+    assert sorted(p.name for p in store.iterdir()) == ["new"]
+    with cc.reading(None):                              # no compiler cache: nothing to hold
+        pass
 
 
 def test_a_broken_archive_leaves_the_store_as_it_was(tmp_path):

@@ -14,15 +14,20 @@ updated store replaces the node's (atomically: a build that fails leaves the pre
 a candidate's updated store is discarded (under Docker it stays in the image; under the local
 runtime the build gets a throwaway copy). What a build got from the store (hits, misses) and
 whether its store was kept go into its receipt.
+
+Builds on one node may overlap (two rounds, or a queue's worker beside a user's round): a build
+copying the store holds a shared lock on it, and the replacement waits for an exclusive one, so a
+copy never reads a store half replaced.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import tarfile
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -48,6 +53,23 @@ def build_env(store: Path, root: Path) -> dict[str, str]:
 
 
 @contextmanager
+def _locked(store: Path, mode: int) -> Iterator[None]:
+    """``store``'s lock (a file beside it, so that replacing the directory keeps it) held in ``mode``."""
+    with open(store.parent / f".{store.name}.lock", "a+b") as f:
+        fcntl.flock(f.fileno(), mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def reading(store: Path | None):
+    """Held while a build copies ``store`` (into a build context, or a candidate's throwaway copy):
+    no replacement swaps it meanwhile. A no-op without a store."""
+    return _locked(store, fcntl.LOCK_SH) if store is not None else nullcontext()
+
+
+@contextmanager
 def store_to_write(store: Path | None, keep: bool, scratch: Path) -> Iterator[Path | None]:
     """The store a build outside an image points ccache at: the node's own when the build may keep
     what it writes, else a copy under ``scratch`` (the same hits; its writes go nowhere), removed
@@ -56,7 +78,8 @@ def store_to_write(store: Path | None, keep: bool, scratch: Path) -> Iterator[Pa
         yield store
         return
     copy = scratch / "ccache"
-    shutil.copytree(store, copy, symlinks=True)
+    with reading(store):
+        shutil.copytree(store, copy, symlinks=True)
     try:
         yield copy
     finally:
@@ -76,9 +99,10 @@ def replace_store(store: Path, chunks) -> int:
         fresh = Path(tmp) / Path(IN_IMAGE).name
         size = sum(p.stat().st_size for p in fresh.rglob("*") if p.is_file())
         old = parent / (store.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(store, old)
-        os.replace(fresh, store)
+        with _locked(store, fcntl.LOCK_EX):    # no build is copying it: swap the two directories
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(store, old)
+            os.replace(fresh, store)
         shutil.rmtree(old, ignore_errors=True)
     return size
 

@@ -350,7 +350,8 @@ class DockerRuntime:
               keep_cache: bool = False) -> BuildResult:
         base_id = self.base_image_id(image.base_ref)
         store = compiler_cache.store_for(base_id, image.compiler) if image.compiler_cache == "ccache" else None
-        context = _build_context(src_dir, harness, store)
+        with compiler_cache.reading(store):
+            context = _build_context(src_dir, harness, store)
         t0 = time.monotonic()
         seen = _BuildLog(build, on_log)
         try:
