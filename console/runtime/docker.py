@@ -52,6 +52,35 @@ def connect():
         raise InfraError(f"Docker is not reachable: {_short(e)}.", NO_DAEMON_HINT) from None
 
 
+STOPPED_GRACE_S = 60.0     # a live round reads and removes a finished run's container within seconds
+
+
+def is_leftover(status: str, state: dict, created: str, now, stale_after_s: float,
+                grace_s: float = STOPPED_GRACE_S) -> bool:
+    """Whether a console container (its status, State, Created) is a crashed round's: stopped for
+    ``min(grace_s, stale_after_s)`` since it was created or last finished, or running or paused
+    for over ``stale_after_s`` (no run lasts that long). A start time that cannot be read never
+    makes a running container old; a stopped one with no readable time is old."""
+    if status in ("running", "paused"):
+        started = _age_s(state.get("StartedAt", ""), now)
+        return started is not None and started > stale_after_s
+    ages = [a for a in (_age_s(created, now), _age_s(state.get("FinishedAt", ""), now)) if a is not None]
+    return min(ages, default=float("inf")) >= min(grace_s, stale_after_s)
+
+
+def _age_s(stamp: str, now) -> float | None:
+    """Seconds since the daemon's RFC 3339 ``stamp``; None when it is missing, the zero time (a
+    container never started or never finished) or unreadable."""
+    import datetime as dt
+    if not stamp or stamp.startswith("0001-"):
+        return None
+    try:
+        then = dt.datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00")
+    except ValueError:
+        return None
+    return (now - then).total_seconds()
+
+
 def remove_engine_images(client, keep_key: str = "", on_kept=lambda image_id, why: None) -> int:
     """Remove the engine images the console built on this node (never a base), except those of
     build key ``keep_key``; a removal the daemon refuses is said through ``on_kept``. The count removed."""
@@ -279,23 +308,16 @@ class DockerRuntime:
     def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
         """Remove what crashed rounds left behind, without touching a live round's run.
 
-        A stopped console container is always a leftover; a running or paused one only once it
-        is older than any run's timeout could allow (its console died with it).
+        Another round may be live on this node (a queue's worker beside a user's round): a container
+        it has just created, or whose run has just ended and is being read, is stopped but not left
+        over. So a stopped container is a leftover once it has been stopped a minute; a running or
+        paused one once it is older than any run's timeout could allow (its console died with it).
         """
         import datetime as dt
         now = dt.datetime.now(dt.timezone.utc)
-        stale = []
-        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if c.status not in ("running", "paused"):   # a paused one is a live round's idle server
-                stale.append(c)
-                continue
-            started = (c.attrs.get("State") or {}).get("StartedAt", "")
-            try:
-                age = (now - dt.datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")).total_seconds()
-            except ValueError:
-                continue
-            if age > stale_after_s:
-                stale.append(c)
+        stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL})
+                 if is_leftover(c.status, c.attrs.get("State") or {}, c.attrs.get("Created", ""), now,
+                                stale_after_s)]
         return self._remove(stale)
 
     @staticmethod
