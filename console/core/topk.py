@@ -19,16 +19,18 @@ the full path's.
 
 The same function (``_logs``) turns the reference row into log-probabilities at capture and a
 build's row at grading, so a build that reproduces the reference's logits bit for bit gets a KL of
-exactly 0, as against the full reference.
+exactly 0, as against the full reference. It computes with ``portable``'s exp, log and sums, so
+the reference's bytes, and the pin over them, are the same on any node that gets the same logits.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from . import portable
 from .parity import (DepthFigures, ParityInputError, RowFigures, RowGrade, _as_grid, _non_finite_message,
                      check_grid_args, grade_grid, grade_logits as grade_full, grade_row as grade_full_row,
                      token_grid)
@@ -61,22 +63,34 @@ Reference = np.ndarray | TopK
 
 # --- one row -------------------------------------------------------------------
 
-def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1) -> tuple[np.ndarray, float, int, float | None]:
-    """In float64: the log-probabilities of ``ids``, the log of all other tokens' probability, the
-    argmax, and the log-probability of ``token`` (None for -1). Raises on a non-finite row."""
+class _Logs(NamedTuple):
+    top: np.ndarray          # the log-probabilities of the kept ids
+    tail: float              # the log of every other token's total probability
+    argmax: int
+    token: float | None      # the log-probability of the asked token (None for -1)
+    entropy: float           # the full row's, nats
+
+
+def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1) -> _Logs:
+    """One row's figures in float64, computed with ``portable``'s exp, log and sums so that a
+    reference captured from the same logits has the same bytes on every node. Raises on a
+    non-finite row."""
     a = np.asarray(x, dtype=np.float64)
     i = int(np.argmax(a))
     d = a - a[i]
     if not np.isfinite(d).all():
         raise ParityInputError("non-finite")
-    lse = math.log(float(np.sum(np.exp(d))))
+    e = portable.exp(d)
+    s = portable.total(e)
+    lse = portable.log(s)
+    entropy = max(lse - portable.total(e * d) / s, 0.0)      # rounding can dip a hair below 0
     top = d[ids] - lse
     tok = float(d[token]) - lse if token >= 0 else None
     d[ids] = -np.inf
     m = float(d.max())
     # the tail in log space: finite even when every tail token's probability underflows
-    tail = m + math.log(float(np.sum(np.exp(d - m)))) - lse
-    return top, tail, i, tok
+    tail = m + portable.log(portable.total(portable.exp(d - m))) - lse
+    return _Logs(top, tail, i, tok, entropy)
 
 
 def top_ids(x: np.ndarray, k: int) -> np.ndarray:
@@ -111,16 +125,16 @@ def compress(full: Any, k: int, next_tokens: Any = None) -> TopK:
             x = arr[d, r]
             try:
                 ids[d, r] = top_ids(x, k)
-                logp[d, r], log_tail[d, r], _, tok = _logs(x, ids[d, r], int(tokens[d, r]))
+                got = _logs(x, ids[d, r], int(tokens[d, r]))
             except ParityInputError:
                 raise ParityInputError(_non_finite_message("reference logits", np.asarray(x), d, r)) from None
-            next_logp[d, r] = tok if tok is not None else 0.0
-            entropy[d, r] = grade_full_row(x, x).ref_entropy
+            logp[d, r], log_tail[d, r], entropy[d, r] = got.top, got.tail, got.entropy
+            next_logp[d, r] = got.token if got.token is not None else 0.0
     return TopK(ids, logp, log_tail, entropy, tokens.astype(np.int64), next_logp, int(vocab))
 
 
 def _grade_one(ref: TopK, d: int, r: int, y: np.ndarray) -> RowFigures:
-    lq, lq_tail, iy, tok = _logs(y, ref.ids[d, r], int(ref.next_token[d, r]))
+    lq, lq_tail, iy, tok, _ = _logs(y, ref.ids[d, r], int(ref.next_token[d, r]))
     lp, lp_tail = ref.logp[d, r], float(ref.log_tail[d, r])
     kl = float(np.dot(np.exp(lp), lp - lq)) + math.exp(lp_tail) * (lp_tail - lq_tail)
     dp = None if tok is None else math.exp(tok) - math.exp(float(ref.next_logp[d, r]))
