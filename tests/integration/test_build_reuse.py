@@ -46,6 +46,8 @@ def notices(events, code: str) -> list[str]:
     return [e.message for e in events if isinstance(e, ev.Notice) and e.code == code]
 
 
+@pytest.mark.untimed
+@pytest.mark.xdist_group("demo")     # one worker builds demo main, once
 def test_same_inputs_reuse_the_image_and_a_rebuild_is_checked_against_it(tmp_path, base_image):
     first = done(builds_only(tmp_path / "a"))
     again = builds_only(tmp_path / "b")

@@ -15,7 +15,7 @@ from console.runtime import compiler_cache
 from console.runtime.docker import DockerRuntime
 
 TREES = Path(__file__).resolve().parents[1] / "fixtures" / "ccache-poison"
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.untimed]     # its own store, its own images
 
 
 @pytest.fixture(scope="module")

@@ -175,6 +175,8 @@ def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_
         prof.unlink()
 
 
+@pytest.mark.untimed
+@pytest.mark.xdist_group("demo")     # one worker builds demo main, once
 @pytest.mark.parametrize("candidate", ["corrupt-deep", "fast-path-broken"])
 def test_wrong_output_is_rejected_before_any_speed_credit(candidate, tmp_path, base_image):
     rnd, events = run_demo(candidate, tmp_path / candidate)
@@ -188,6 +190,8 @@ def test_wrong_output_is_rejected_before_any_speed_credit(candidate, tmp_path, b
         assert "scored-path-kl" in codes(v) and not any(r["code"].startswith("parity") for r in v["reasons"])
 
 
+@pytest.mark.untimed
+@pytest.mark.xdist_group("demo")     # one worker builds demo main, once
 def test_touching_the_apparatus_is_refused_before_building(tmp_path, base_image):
     rnd, events = run_demo("touch-apparatus", tmp_path / "ta")
     v = verdict_of(events)
@@ -197,6 +201,8 @@ def test_touching_the_apparatus_is_refused_before_building(tmp_path, base_image)
     assert rnd.exit_code == 1
 
 
+@pytest.mark.untimed
+@pytest.mark.xdist_group("demo")     # one worker builds demo main, once
 def test_a_symlink_into_the_apparatus_is_refused_before_building(tmp_path, base_image):
     """A patch adding only a link (src/par -> ../parity) changes the tree and touches parity/."""
     patch = tmp_path / "link.patch"

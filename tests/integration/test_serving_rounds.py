@@ -112,6 +112,8 @@ def test_the_blocks_export_as_a_table_and_as_vllm_named_results(under_load, tmp_
         assert doc["median_ttft_ms"] > 0 and doc["max_concurrency"] == 4 and len(doc["ttfts"]) == 32
 
 
+@pytest.mark.untimed
+@pytest.mark.xdist_group("llama-server")     # one worker builds main's server, once
 @pytest.mark.parametrize("patch, said", [
     ("stops-early", "stopped early: 8 of 16 tokens at position 32 (8 of 8 completions short), reported as complete"),
     ("prompt-cache", "answered a repeated prompt from a cache: time to first token "),
