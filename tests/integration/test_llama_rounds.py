@@ -1,5 +1,6 @@
-"""llama.cpp through real rounds: two releases built from their sdists, a real GGUF model,
-the profile's own harness, and the llama.cpp adversaries (patches over main).
+"""llama.cpp through real Docker rounds: the llama.cpp adversaries (patches over main, 0.3.16 built
+from its sdist) on a real GGUF model with the profile's own harness. The two releases' whole round
+is tests/integration/test_offline_local.py's, under the local runtime, as a GPU node runs it.
 
 Everything here is real: the daemon, pip, the compiler in the pinned image, the model.
 Missing pieces fail with what to run (`make llama-setup`), never skip.
@@ -7,18 +8,16 @@ Missing pieces fail with what to run (`make llama-setup`), never skip.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from console import events as ev
-from console.engine import sources
 from console.results import lockfile
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
-from console.profile import load_profile
 from console.round import Round, RoundConfig
-from console.runtime.docker import remove_engine_images
 
 from .rounds import codes, llama_ready, verdict_of
 
@@ -44,52 +43,7 @@ def timed_reps(receipt: dict, build: str) -> list[dict]:
     return [r for r in receipt["reps"] if r["build"] == build and r["phase"] == "timed"]
 
 
-@pytest.fixture(scope="module")
-def release_round(llama, tmp_path_factory):
-    out = tmp_path_factory.mktemp("llama-release")
-    cand = sources.parse_spec("pypi:llama-cpp-python==0.3.36", llama.source)
-    # the test needs a whole round, not a decided one; task accuracy is the K-cache round's (and
-    # the offline round's) to measure: a minute of CI each side
-    return run_round(dataclasses.replace(llama, accuracy=None), cand, out, reps=6)
-
-
-def test_two_releases_go_through_a_whole_round(llama, release_round, docker_client):
-    rnd, events = release_round
-    r, v = rnd.receipt, verdict_of(events)
-    assert v["outcome"] in ("accepted", "none", "undecided", "slower", "rejected"), v
-    # parity passed at every depth (the releases agree), so speed was measured
-    assert not any(c.startswith("parity") for c in codes(v)), v["reasons"]
-    assert len(timed_reps(r, "main")) >= 5 and len(timed_reps(r, "candidate")) >= 5
-    # two honest releases: no claim check refuses either (the wall-clock slope is an interval)
-    assert not any(c.startswith("claim") for c in codes(v)), v["reasons"]
-    par = r["parity"]
-    assert [d["depth"] for d in par["candidate"]["depths"]] == [32, 128, 256, 512, 768, 1024]
-    assert par["main"]["depths"][-1]["kl"] == pytest.approx(0.0, abs=1e-9)   # the reference is main's own build
-    assert par["reference"]["same_as_main"] is True
-    assert "reference-is-main" in {w["code"] for w in v["warnings"]}
-    # what ran: sdists, harness, model, tools, the engine's files
-    for b in ("main", "candidate"):
-        build = r["builds"][b]
-        assert build["source"]["sdist_sha256"] and build["source"]["subtree"] == "vendor/llama.cpp"
-        assert build["tools"] == {"cmake": "cmake version 3.25.1", "ccache": "ccache version 4.7.5"}
-        assert "harness" in build["engine_files"] and build["engine_sha256"]
-    assert r["builds"]["main"]["source"]["pypi"] == "llama-cpp-python==0.3.16"
-    assert r["builds"]["candidate"]["source"]["pypi"] == "llama-cpp-python==0.3.36"
-    (model,) = r["inputs"]["model"]
-    assert model["sha256"] == llama.model[0].sha256 and model["bytes"] > 200_000_000
-    assert r["inputs"]["warm"]["bytes"] == model["bytes"]
-    assert r["inputs"]["harness"]["tree_sha256"] and r["inputs"]["fill"] == "prefill"
-    # the guard measures decode, the score prefill
-    guard = [x for x in r["reps"] if x["phase"].startswith("guard:") and x["status"] == "ok"]
-    assert guard and all(x["reported"]["metric"] == "decode_tok_s" for x in guard)
-    assert all(x["reported"]["metric"] == "prefill_tok_s" for x in timed_reps(r, "main") if x["reported"])
-    # no weights in the image: it is the base plus a build of a few tens of MB
-    base = docker_client.images.get(r["builds"]["main"]["base_image_id"]).attrs["Size"]
-    for b in ("main", "candidate"):
-        size = docker_client.images.get(r["builds"][b]["image_id"]).attrs["Size"]
-        assert size - base < 150 * 2**20, (b, size, base)
-
-
+@pytest.mark.untimed
 def test_the_reference_capture_does_not_depend_on_the_engines_thread_count(llama, tmp_path):
     """Captured with two threads instead of the profile's one (main's build, reused by its key), the
     reference is the pinned bytes: a node's pin holds whatever thread count captured it. The numpy
@@ -103,17 +57,26 @@ def test_the_reference_capture_does_not_depend_on_the_engines_thread_count(llama
     assert got.reproduces_pin, (got.sha256, got.difference)
 
 
-def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, release_round, tmp_path,
-                                                                    docker_client):
-    # engine images kept from an earlier run on this node would be reused: the candidate is built here
-    remove_engine_images(docker_client, keep_key=release_round[0].receipt["builds"]["main"]["key"])
-    rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "drift-past-768.patch")), tmp_path)
+def fresh_patch(name: str, where: Path) -> Path:
+    """A candidate patch plus one new file unique to this run: a tree no earlier round on this node
+    built (so the candidate is built here), compiling nothing more than the patch does."""
+    note = f"NOTE-{os.urandom(6).hex()}"
+    extra = (f"diff --git a/{note} b/{note}\nnew file mode 100644\n--- /dev/null\n+++ b/{note}\n"
+             "@@ -0,0 +1 @@\n+a tree no earlier round built\n")
+    out = where / name
+    out.write_text((LLAMA_CANDIDATES / name).read_text() + extra)
+    return out
+
+
+@pytest.mark.untimed
+def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, tmp_path, docker_client):
+    rnd, events = run_round(llama, ("patch", str(fresh_patch("drift-past-768.patch", tmp_path))), tmp_path)
     v = verdict_of(events)
-    # main is not built again: the image of its build key (the release round's, or the reference
-    # capture's) is reused, with the same engine files
-    main, before = rnd.receipt["builds"]["main"], release_round[0].receipt["builds"]["main"]
-    assert main["reused_from"] and main["key"] == before["key"], main.get("reused_from")
-    assert main["engine_sha256"] == before["engine_sha256"]
+    # main is not built again: the image of its build key (the reference capture's, made by
+    # `make llama-setup`) is reused, with its engine files read again from that image
+    main = rnd.receipt["builds"]["main"]
+    assert main["reused_from"] and main["reused_from"]["image_id"] == main["image_id"], main.get("reused_from")
+    assert main["engine_sha256"]
     assert not [e for e in events if isinstance(e, ev.BuildStarted) and e.build == "main"]
     # the candidate, main with one file patched, is built and compiles that file: ccache reuses
     # the rest, and the store keeps nothing the candidate's build wrote
@@ -126,8 +89,16 @@ def test_a_change_that_drifts_past_a_position_is_named_at_its_depth(llama, relea
     failing = {r["depth"] for r in v["reasons"] if r["code"] == "parity-kl"}
     assert failing == {1024}, v["reasons"]          # exact up to 768, caught deep
     assert not timed_reps(rnd.receipt, "candidate")  # before any timed rep
+    # no weights in an image: each is the base plus a build of a few tens of MB
+    base = docker_client.images.get(main["base_image_id"]).attrs["Size"]
+    for b in ("main", "candidate"):
+        size = docker_client.images.get(rnd.receipt["builds"][b]["image_id"]).attrs["Size"]
+        assert size - base < 150 * 2**20, (b, size, base)
+    for b in ("main", "candidate"):     # the image's own tools, as the profile pins them
+        assert rnd.receipt["builds"][b]["tools"] == {"cmake": "cmake version 3.25.1", "ccache": "ccache version 4.7.5"}
 
 
+@pytest.mark.untimed
 def test_a_change_that_skips_work_is_rejected_before_any_timed_rep(llama, tmp_path):
     rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "skip-layers.patch")), tmp_path)
     v = verdict_of(events)
@@ -173,6 +144,7 @@ def test_a_lower_precision_kv_cache_drifts_under_the_bar_and_keeps_its_accuracy(
     assert [row["status"] for row in again] == [row["status"] for row in v["parity"]["depths"]]
 
 
+@pytest.mark.untimed
 def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, tmp_path):
     rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "rope-swa-base.patch")), tmp_path)
     v = verdict_of(events)
@@ -190,6 +162,7 @@ def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, t
     assert not timed_reps(rnd.receipt, "candidate")
 
 
+@pytest.mark.untimed
 def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path, docker_client):
     # its own reference (4 rows, float32, captured by its own build if absent): a reference records
     # the build that made it, so the profiles no longer share one file

@@ -1,8 +1,10 @@
-"""A real llama.cpp round with no Docker and no network: a bundle made here with the package index
-reachable, then `benchmarks/gpu_round.sh` (what a GPU node runs) with the index unreachable, a fresh
-home and cache, and the CPU profile's bundle: the console installed from the bundle's wheels, the
-host toolchain pinned and asserted, the reference captured under --runtime local (bit-identical to
-the pinned one) with main's build kept by its key, and the round under --runtime local.
+"""A real llama.cpp round with no Docker and no network: a bundle of the CPU profile's two releases
+(0.3.16 and 0.3.36, from their sdists) made here with the package index reachable, then
+`benchmarks/gpu_round.sh` (what a GPU node runs) with the index unreachable, a fresh home and cache:
+the console installed from the bundle's wheels, the host toolchain pinned and asserted, the
+reference captured under --runtime local (bit-identical to the pinned one) with main's build kept by
+its key, and the whole round of the two releases under --runtime local (parity, task accuracy,
+interleaved pairs, the guard).
 
 Missing pieces (the model, the captured reference, cmake or ccache on the host) fail with what to
 run, never skip.
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from console.paths import LLAMA_CANDIDATES, LLAMA_PROFILE
+from console.paths import LLAMA_PROFILE
 from console.profile import load_profile
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama]
@@ -38,8 +40,8 @@ def bundle(tmp_path_factory):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is not installed: `make setup-test` installs it", pytrace=False)
     dest = tmp_path_factory.mktemp("bundle") / "llama-cpp.bundle"
-    made = subprocess.run([sys.executable, "-m", "console.cli", "bundle", "--profile", "llama-cpp", "--candidate",
-                           str(LLAMA_CANDIDATES / "bench-inflate.patch"), str(dest)],
+    # the profile's own candidate: llama-cpp-python 0.3.36's sdist
+    made = subprocess.run([sys.executable, "-m", "console.cli", "bundle", "--profile", "llama-cpp", str(dest)],
                           capture_output=True, text=True, cwd=ROOT)
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     return dest
@@ -60,34 +62,52 @@ def offline_round(bundle, tmp_path_factory):
     return r, json.loads(receipt_path.read_text()), work / "run"
 
 
-def test_a_bundle_runs_a_whole_local_round_with_the_index_unreachable(offline_round, bundle):
+def test_a_bundle_runs_a_whole_local_round_of_two_releases_with_the_index_unreachable(offline_round, bundle):
     r, receipt, work = offline_round
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert receipt["status"] == "complete" and receipt["runtime"]["kind"] == "local"
     # the round read the bundle, checked, and nothing else
     took = receipt["bundle"]["took"]
-    assert took["sdists"] == ["llama-cpp-python==0.3.16"] and took["model"] == ["gemma-3-270m-q4_k_m.gguf"]
-    assert receipt["bundle"]["path"] == str(bundle)
+    assert took["sdists"] == ["llama-cpp-python==0.3.16", "llama-cpp-python==0.3.36"]
+    assert took["model"] == ["gemma-3-270m-q4_k_m.gguf"] and receipt["bundle"]["path"] == str(bundle)
     # the console itself came from the bundle's wheels
     assert (work / "venv" / "bin" / "console").is_file()
-    # both builds asserted the host's toolchain, as pinned from this host by the script
+    # what ran: sdists, harness, model, tools (the host's, as pinned from this host by the script)
     for b in ("main", "candidate"):
         build = receipt["builds"][b]
         assert build["compiler"] == "g++ (Debian 12.2.0-14+deb12u1) 12.2.0"
         assert build["tools"]["cmake"].startswith("cmake version ") and "ccache" in build["tools"]
-    # main was built once, by the reference capture, and kept by its key; the candidate (main with
-    # a file the library does not build patched) compiled nothing new
+        assert build["source"]["sdist_sha256"] and build["source"]["subtree"] == "vendor/llama.cpp"
+        assert "harness" in build["engine_files"] and build["engine_sha256"]
+    assert receipt["builds"]["main"]["source"]["pypi"] == "llama-cpp-python==0.3.16"
+    assert receipt["builds"]["candidate"]["source"]["pypi"] == "llama-cpp-python==0.3.36"
+    (model,) = receipt["inputs"]["model"]
+    assert model["sha256"] == load_profile(LLAMA_PROFILE).model[0].sha256 and model["bytes"] > 200_000_000
+    assert receipt["inputs"]["warm"]["bytes"] == model["bytes"]
+    assert receipt["inputs"]["harness"]["tree_sha256"] and receipt["inputs"]["fill"] == "prefill"
+    # main was built once, by the reference capture, and kept by its key; the candidate, another
+    # release, was built here, reading the ccache store main's build left and keeping nothing
     assert receipt["builds"]["main"]["reused_from"], receipt["builds"]["main"]
-    cache = receipt["builds"]["candidate"]["compiler_cache"]
-    assert cache["hits"] > 0 and cache["misses"] == 0, cache
-    # the reference captured here under the local runtime is the pinned one, bit for bit
+    cand = receipt["builds"]["candidate"]
+    assert not cand.get("reused_from") and cand["compiler_cache"]["misses"] > 0, cand["compiler_cache"]
+    assert cand["compiler_cache"]["kept"] is False
+    # the reference captured here under the local runtime is the pinned one, bit for bit, and it is
+    # main's own build: main's KL is exactly 0 at every depth, and the verdict says so
     assert "identical to the pinned reference" in r.stdout, r.stdout[-3000:]
     par = receipt["parity"]
     assert [d["depth"] for d in par["candidate"]["depths"]] == [32, 128, 256, 512, 768, 1024]
     assert all(d["kl"] == pytest.approx(0.0, abs=1e-9) for d in par["main"]["depths"])
-    timed = [x for x in receipt["reps"] if x["phase"] == "timed" and x["status"] == "ok"]
-    assert len(timed) >= 4 and all(x["telemetry"] for x in timed)
+    assert par["reference"]["same_as_main"] is True
     v = receipt["verdict"]
     assert v["outcome"] in ("none", "undecided", "accepted", "slower"), v
+    assert "reference-is-main" in {w["code"] for w in v["warnings"]}
+    # the releases agree (parity passed at every depth), and no claim check refuses either honest one
+    assert not any(x["code"].startswith(("parity", "claim")) for x in v["reasons"]), v["reasons"]
+    timed = [x for x in receipt["reps"] if x["phase"] == "timed" and x["status"] == "ok"]
+    assert len(timed) >= 4 and all(x["telemetry"] for x in timed)
+    assert all(x["reported"]["metric"] == "prefill_tok_s" for x in timed if x["reported"])
+    # the guard measures decode, the score prefill
+    guard = [x for x in receipt["reps"] if x["phase"].startswith("guard:") and x["status"] == "ok"]
+    assert guard and all(x["reported"]["metric"] == "decode_tok_s" for x in guard)
     # the script says what it measured
     assert "verdict:" in r.stdout and "parity main:" in r.stdout and "build candidate:" in r.stdout
