@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test demo demo-base test test-fast bench clean llama llama-setup serve setup-local
+.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup serve setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -21,23 +21,31 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# $(call apt_tools,TOOL:PACKAGE ...): installs with apt the package of each tool not on PATH.
+# $(call apt_tools,TOOL:PACKAGE ...): installs with apt, in one go (one index update), the package
+# of each tool not on PATH.
 define apt_tools
-@for pair in $(1); do \
-	  tool=$${pair%%:*}; pkg=$${pair##*:}; command -v $$tool >/dev/null || { echo "installing $$pkg"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg) >/dev/null || \
-	  echo "could not install $$pkg: run 'sudo apt-get install $$pkg'"; }; done
+@missing=""; for pair in $(1); do tool=$${pair%%:*}; \
+	  command -v $$tool >/dev/null || missing="$$missing $${pair##*:}"; done; \
+	[ -z "$$missing" ] || { echo "installing$$missing"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || \
+	  echo "could not install$$missing: run 'sudo apt-get install$$missing'"; }
 endef
 
 # What a round needs besides the venv and Docker: debootstrap, to make the base image once.
+ROUND_TOOLS := debootstrap:debootstrap
 setup: $(STAMP)
-	$(call apt_tools,debootstrap:debootstrap)
+	$(call apt_tools,$(ROUND_TOOLS))
 
 # Only the tests need these: tmux runs the end-to-end terminal test; chromium renders the HTML
 # report in its test; slurm-wlm and munge make the queue tests' SLURM cluster; cmake and ccache
-# build llama.cpp with the host's tools in the --runtime local round.
-setup-test: setup
-	$(call apt_tools,tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge cmake:cmake ccache:ccache)
+# build llama.cpp with the host's tools in the --runtime local round. The venv and the packages
+# install side by side.
+TEST_TOOLS := tmux:tmux chromium:chromium slurmctld:slurm-wlm munged:munge cmake:cmake ccache:ccache
+setup-test:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) test-tools
+
+test-tools:
+	$(call apt_tools,$(ROUND_TOOLS) $(TEST_TOOLS))
 
 # --runtime local builds with the host's own compiler and tools, which the llama.cpp profiles pin
 # (g++, cmake, ccache): `make llama ARGS="--runtime local"` installs them first.
