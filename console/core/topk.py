@@ -68,10 +68,10 @@ class _Logs(NamedTuple):
     tail: float              # the log of every other token's total probability
     argmax: int
     token: float | None      # the log-probability of the asked token (None for -1)
-    entropy: float           # the full row's, nats
+    entropy: float | None    # the full row's, nats (None unless asked: grading reads the reference's)
 
 
-def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1) -> _Logs:
+def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1, entropy: bool = False) -> _Logs:
     """One row's figures in float64, computed with ``portable``'s exp, log and sums so that a
     reference captured from the same logits has the same bytes on every node. Raises on a
     non-finite row."""
@@ -83,14 +83,15 @@ def _logs(x: np.ndarray, ids: np.ndarray, token: int = -1) -> _Logs:
     e = portable.exp(d)
     s = portable.total(e)
     lse = portable.log(s)
-    entropy = max(lse - portable.total(e * d) / s, 0.0)      # rounding can dip a hair below 0
+    # rounding can dip a hair below 0
+    ent = max(lse - portable.total(e * d) / s, 0.0) if entropy else None
     top = d[ids] - lse
     tok = float(d[token]) - lse if token >= 0 else None
     d[ids] = -np.inf
     m = float(d.max())
     # the tail in log space: finite even when every tail token's probability underflows
     tail = m + portable.log(portable.total(portable.exp(d - m))) - lse
-    return _Logs(top, tail, i, tok, entropy)
+    return _Logs(top, tail, i, tok, ent)
 
 
 def top_ids(x: np.ndarray, k: int) -> np.ndarray:
@@ -125,7 +126,7 @@ def compress(full: Any, k: int, next_tokens: Any = None) -> TopK:
             x = arr[d, r]
             try:
                 ids[d, r] = top_ids(x, k)
-                got = _logs(x, ids[d, r], int(tokens[d, r]))
+                got = _logs(x, ids[d, r], int(tokens[d, r]), entropy=True)
             except ParityInputError:
                 raise ParityInputError(_non_finite_message("reference logits", np.asarray(x), d, r)) from None
             logp[d, r], log_tail[d, r], entropy[d, r] = got.top, got.tail, got.entropy

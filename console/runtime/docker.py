@@ -5,6 +5,7 @@ crash can be cleaned up on the next start (``cleanup_leftovers``).
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import io
 import os
@@ -71,7 +72,6 @@ def is_leftover(status: str, state: dict, created: str, now, stale_after_s: floa
 def _age_s(stamp: str, now) -> float | None:
     """Seconds since the daemon's RFC 3339 ``stamp``; None when it is missing, the zero time (a
     container never started or never finished) or unreadable."""
-    import datetime as dt
     if not stamp or stamp.startswith("0001-"):
         return None
     try:
@@ -313,7 +313,6 @@ class DockerRuntime:
         over. So a stopped container is a leftover once it has been stopped a minute; a running or
         paused one once it is older than any run's timeout could allow (its console died with it).
         """
-        import datetime as dt
         now = dt.datetime.now(dt.timezone.utc)
         stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL})
                  if is_leftover(c.status, c.attrs.get("State") or {}, c.attrs.get("Created", ""), now,

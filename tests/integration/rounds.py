@@ -1,7 +1,9 @@
 """What the round tests read from a round's events, and the llama.cpp profiles made ready."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -36,3 +38,15 @@ def verdict_of(events) -> dict:
 
 def codes(v: dict) -> set[str]:
     return {r["code"] for r in v["reasons"]}
+
+
+@contextmanager
+def profile_variant(text: str, tag: str, beside: Path = LLAMA_PROFILE) -> Iterator[Path]:
+    """``text`` as a profile file written beside ``beside`` (so that its relative paths hold),
+    removed once used."""
+    path = beside.parent / f".variant-{tag}.toml"
+    path.write_text(text)
+    try:
+        yield path
+    finally:
+        path.unlink()

@@ -19,7 +19,7 @@ from console.results import lockfile
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_CANDIDATES, LLAMA_PROFILE
 from console.round import Round, RoundConfig
 
-from .rounds import codes, llama_ready, verdict_of
+from .rounds import codes, llama_ready, profile_variant, verdict_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 
@@ -175,15 +175,11 @@ def test_a_change_to_the_bench_tool_is_refused_before_building(llama, tmp_path, 
 
 
 def console_with(profile_text: str, out: Path) -> subprocess.CompletedProcess:
-    """`console run` on a variant of the llama profile (written beside it: relative paths hold)."""
-    bad = LLAMA_PROFILE.parent / f".variant-{out.name}.toml"
-    bad.write_text(profile_text)
-    try:
+    """`console run` on a variant of the llama profile."""
+    with profile_variant(profile_text, out.name) as bad:
         return subprocess.run([str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "console"), "run",
                                "--profile", str(bad), "--headless", "--out", str(out)],
                               capture_output=True, text=True, timeout=300)
-    finally:
-        bad.unlink()
 
 
 @pytest.mark.parametrize("content, key, what", [

@@ -24,6 +24,8 @@ import tomlkit
 from console.paths import LLAMA_PROFILE
 from console.profile import load_profile
 
+from .rounds import profile_variant
+
 pytestmark = [pytest.mark.slow, pytest.mark.llama]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +48,9 @@ def bundle(tmp_path_factory):
     # the profile's own: llama-cpp-python 0.3.36's sdist.
     doc = tomlkit.parse(LLAMA_PROFILE.read_text())
     del doc["accuracy"]
-    variant = LLAMA_PROFILE.parent / f".variant-offline-{os.getpid()}.toml"
-    variant.write_text(tomlkit.dumps(doc))
-    try:
+    with profile_variant(tomlkit.dumps(doc), f"offline-{os.getpid()}") as variant:
         made = subprocess.run([sys.executable, "-m", "console.cli", "bundle", "--profile", str(variant), str(dest)],
                               capture_output=True, text=True, cwd=ROOT)
-    finally:
-        variant.unlink()
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     return dest
 
