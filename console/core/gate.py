@@ -869,9 +869,8 @@ def _no_gain(d: sequential.Decision, rules: GateRules) -> Reason:
 
 
 def _no_change(d: sequential.Decision, rules: GateRules) -> Reason:
-    said = (f"decided: no gain of {rules.min_gain:.1%} or more and no regression of as much (interval "
-            f"[{_pct(d.lower_miss)}, {_pct(d.basis_upper_miss)}] at the {rules.miss:.0%} miss rate; estimate "
-            f"{_pct(d.gain)})")
+    said = (f"decided: no gain of {rules.min_gain:.1%} or more and no regression of as much "
+            f"({_miss_ends(d)} at the {rules.miss:.0%} miss rate; estimate {_pct(d.gain)})")
     return reason("no-gain", said, figure="gain", bar=rules.min_gain, value=d.basis_upper_miss)
 
 
@@ -889,6 +888,16 @@ def _shown(iv: tuple[float, float]) -> str:
     return "[" + ", ".join("unbounded" if not math.isfinite(x) else _pct(x) for x in iv) + "]"
 
 
+def _miss_ends(d: sequential.Decision) -> str:
+    """The two ends `none` reads at the miss rate: the gain's lower end against main and the
+    basis's upper end. They are one interval only while the basis is the gain itself; against a
+    pin above main they are on two scales and can even cross, so each is named."""
+    if d.basis_upper_miss == d.upper_miss:
+        return f"interval {_shown((d.lower_miss, d.upper_miss))}"
+    return (f"gain against main at least {_shown((d.lower_miss,))[1:-1]}, "
+            f"basis at most {_shown((d.basis_upper_miss,))[1:-1]}")
+
+
 def _slower(d: sequential.Decision, rules: GateRules) -> Reason:
     verb = "rejected" if rules.slower == "reject" else "recorded, not rejected (gate.slower = \"record\")"
     upper = d.upper_slower if math.isfinite(d.upper_slower) else d.interval[1]
@@ -901,8 +910,7 @@ def _undecided(d: sequential.Decision, speed: Speed, rules: GateRules) -> Reason
     pooled = f" (with {d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
     need = (f"; at this noise a decision needs about {speed.needed_pairs} pairs in all" if speed.needed_pairs
             else "; at this noise and gain no budget decides it")
-    within = (f"nor decided within ±{rules.min_gain:.1%} (at the {rules.miss:.0%} miss rate: "
-              f"{_shown((d.lower_miss, d.basis_upper_miss))})")
+    within = f"nor decided within ±{rules.min_gain:.1%} ({_miss_ends(d)} at the {rules.miss:.0%} miss rate)"
     return reason("undecided", f"budget spent after {d.pairs + d.prior_pairs} pairs{pooled}: gain {_pct(d.gain)}, "
                                f"interval {_shown(d.interval)} at the {rules.false_accept:.0%} level, neither above "
                                f"{rules.significance:.1%} {within}{need}",

@@ -1,6 +1,7 @@
 import json
 import math
 import random
+import statistics
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -362,6 +363,20 @@ def test_a_noisy_gain_is_undecided_and_says_what_a_decision_would_need():
     assert v.outcome == "undecided" and v.exit_code == 0 and codes(v) == ["undecided"]
     assert v.speed.interval[0] < RULES.significance and v.speed.needed_pairs > 8
     assert "budget spent after 8 pairs" in v.reasons[0].message
+
+
+def test_an_undecided_verdict_names_its_two_miss_ends_when_a_pin_above_main_makes_them_two_scales():
+    """Against main the two ends `none` reads form one interval; against a pin 25 % above main the
+    gain's lower end and the basis's upper end are on two scales (here they cross), so each is named."""
+    noisy = (212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0)
+    alone = decide(typed(make_receipt(OUTCOME_MAIN, cand=noisy, lock={"frontier": 0.0})), RULES)
+    assert "miss rate" in alone.reasons[0].message and "interval [" in alone.reasons[0].message.split("±")[1]
+    frontier = 1.25 * statistics.median(OUTCOME_MAIN)
+    pinned = decide(typed(make_receipt(OUTCOME_MAIN, cand=noisy, lock={"frontier": frontier})), RULES)
+    d = pinned.speed.decision
+    assert pinned.outcome == "undecided" and d["basis_upper_miss"] < d["upper_miss"]
+    said = pinned.reasons[0].message.split("±")[1]
+    assert "gain against main at least" in said and "basis at most" in said and "interval [" not in said
 
 
 def test_a_slower_candidate_is_decided_slower_and_the_profile_says_whether_that_rejects():
