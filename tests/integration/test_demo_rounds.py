@@ -7,7 +7,6 @@ the measuring apparatus. Each must end exactly as the gate's rules say.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

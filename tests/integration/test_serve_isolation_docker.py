@@ -7,7 +7,6 @@ import os
 import shutil
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
