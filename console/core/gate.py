@@ -884,8 +884,12 @@ def _implausible(speed: Speed) -> Reason | None:
                   figure="candidate_median", bar=p["ceiling"], value=speed.candidate_median)
 
 
+def _end(x: float) -> str:
+    return "unbounded" if not math.isfinite(x) else _pct(x)
+
+
 def _shown(iv: tuple[float, float]) -> str:
-    return "[" + ", ".join("unbounded" if not math.isfinite(x) else _pct(x) for x in iv) + "]"
+    return "[" + ", ".join(_end(x) for x in iv) + "]"
 
 
 def _miss_ends(d: sequential.Decision) -> str:
@@ -894,8 +898,7 @@ def _miss_ends(d: sequential.Decision) -> str:
     pin above main they are on two scales and can even cross, so each is named."""
     if d.basis_upper_miss == d.upper_miss:
         return f"interval {_shown((d.lower_miss, d.upper_miss))}"
-    return (f"gain against main at least {_shown((d.lower_miss,))[1:-1]}, "
-            f"basis at most {_shown((d.basis_upper_miss,))[1:-1]}")
+    return f"gain against main at least {_end(d.lower_miss)}, basis at most {_end(d.basis_upper_miss)}"
 
 
 def _slower(d: sequential.Decision, rules: GateRules) -> Reason:
