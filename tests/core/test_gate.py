@@ -11,7 +11,7 @@ from console.core.receipt import SCHEMA_1
 from console.core.stats import stdev
 from console.profile import Bands, Guard, rules_from_dict
 
-from .receipts import MAIN, OUTCOME_RECEIPTS, default_rules, depth_figures, make_receipt, timed, typed, variant
+from .receipts import MAIN, NOISY_CAND, OUTCOME_RECEIPTS, default_rules, depth_figures, make_receipt, timed, typed, variant
 
 RULES = default_rules()
 OUTCOME_MAIN = MAIN
@@ -359,7 +359,7 @@ def test_small_gain_is_decided_none():
 
 
 def test_a_noisy_gain_is_undecided_and_says_what_a_decision_would_need():
-    v = decide(typed(make_receipt(OUTCOME_MAIN, cand=(212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0))), RULES)
+    v = decide(typed(make_receipt(OUTCOME_MAIN, cand=NOISY_CAND)), RULES)
     assert v.outcome == "undecided" and v.exit_code == 0 and codes(v) == ["undecided"]
     assert v.speed.interval[0] < RULES.significance and v.speed.needed_pairs > 8
     assert "budget spent after 8 pairs" in v.reasons[0].message
@@ -368,11 +368,10 @@ def test_a_noisy_gain_is_undecided_and_says_what_a_decision_would_need():
 def test_an_undecided_verdict_names_its_two_miss_ends_when_a_pin_above_main_makes_them_two_scales():
     """Against main the two ends `none` reads form one interval; against a pin 25 % above main the
     gain's lower end and the basis's upper end are on two scales (here they cross), so each is named."""
-    noisy = (212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0)
-    alone = decide(typed(make_receipt(OUTCOME_MAIN, cand=noisy, lock={"frontier": 0.0})), RULES)
+    alone = decide(typed(make_receipt(OUTCOME_MAIN, cand=NOISY_CAND, lock={"frontier": 0.0})), RULES)
     assert "miss rate" in alone.reasons[0].message and "interval [" in alone.reasons[0].message.split("±")[1]
     frontier = 1.25 * statistics.median(OUTCOME_MAIN)
-    pinned = decide(typed(make_receipt(OUTCOME_MAIN, cand=noisy, lock={"frontier": frontier})), RULES)
+    pinned = decide(typed(make_receipt(OUTCOME_MAIN, cand=NOISY_CAND, lock={"frontier": frontier})), RULES)
     d = pinned.speed.decision
     assert pinned.outcome == "undecided" and d["basis_upper_miss"] < d["upper_miss"]
     said = pinned.reasons[0].message.split("±")[1]
@@ -408,7 +407,7 @@ def test_the_node_s_noise_record_is_for_planning_and_warnings_only():
 
 
 def test_earlier_rounds_of_the_same_candidate_pool_and_say_so():
-    r = make_receipt(cand=(212.0, 190.0, 230.0, 196.0, 215.0, 185.0, 228.0, 204.0))
+    r = make_receipt(cand=NOISY_CAND)
     alone = decide(typed(r), RULES)
     earlier = [math.log(1.06) + 0.002 * (-1) ** k for k in range(12)]
     r["sequential"] = {"prior": [{"receipt": "a" * 64, "round_id": "R0", "log_ratios": earlier}],
