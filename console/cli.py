@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                "regression); 4 held for review (implausible, or parity uncheckable); 130 interrupted.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
-    for add in (_round_commands, _bundle_command, _saved_round_commands, _image_and_reference_commands,
+    for add in (_round_commands, _bundle_command, _find_commands, _saved_round_commands, _image_and_reference_commands,
                 _ledger_and_lock_commands, _queue_commands, _profile_commands, _other_commands):
         add(sub)
     return ap
@@ -60,6 +60,10 @@ def _round_opts(p: argparse.ArgumentParser) -> None:
 
 def _round_commands(sub) -> None:
     p = sub.add_parser("run", help="run a round: main vs candidate on one profile")
+    p.add_argument("--git-bisect", action="store_true",
+                   help="judge one commit for `git bisect run`: a bisection step (reads and raises no pins) of "
+                        "--candidate against --main as the good end; exit 0 like good (none), 1 like bad (slower), "
+                        "125 cannot tell (build or parity failed, undecided), 128 the node failed (stops git bisect)")
     p.add_argument("--profile", type=profile_arg, metavar="PROFILE",
                    help="a profile file, or a shipped profile's name (see `console profiles`); with --bundle, "
                         "default the bundle's")
@@ -128,6 +132,47 @@ def _bundle_command(sub) -> None:
                    help="the console's own wheel, when this console is not a checkout to build it from")
     p.add_argument("--image", action="store_true",
                    help="also `docker save` the profile's base image, for a node with Docker but no registry")
+
+
+def _find_commands(sub) -> None:
+    p = sub.add_parser("history", help="main's series over sealed rounds, per node, profile, metric and depth, "
+                       "with change points at a stated false-alarm rate (docs/HISTORY.md)")
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results directories (their ledgers)")
+    p.add_argument("--alpha", type=float, default=0.01,
+                   help="chance of any change point in a series with no change (default 0.01)")
+    p.add_argument("--min-change", type=float, default=0.02,
+                   help="smallest change worth a change point, as a fraction (default 0.02)")
+    p.add_argument("--min-segment", type=int, default=4, help="rounds at least on each side of a change (default 4)")
+    p.add_argument("--metric", help="only series of this metric")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table, md, csv (--table picks which) or json")
+    p.add_argument("--table", choices=["series", "changes", "points"], help="with --format csv: which table "
+                   "(default changes)")
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write the series as an HTML page")
+    p.add_argument("--tui", action="store_true", help="browse the series and change points in the terminal")
+
+    p = sub.add_parser("bisect", help="find the first commit or release that changed speed: each step a round "
+                       "decided at stated rates, builds reused by key (docs/HISTORY.md)")
+    p.add_argument("range", nargs="?", metavar="RANGE",
+                   help="REPO@GOOD..BAD (commits on BAD's first-parent line) or pypi:NAME==GOOD..BAD (releases); "
+                        "or give --good and --bad")
+    p.add_argument("--profile", type=profile_arg, metavar="PROFILE", help="the profile each step's round runs "
+                   "(needed unless --show)")
+    p.add_argument("--good", help="the good end: REPO@REF, pypi:NAME==VERSION or DIR")
+    p.add_argument("--bad", help="the bad end (same repository or package as --good: the range between them)")
+    p.add_argument("--metric", help="the metric to bisect (default the profile's bench.metric)")
+    p.add_argument("--error-rate", type=float, default=0.05,
+                   help="chance that the whole bisection errs; split evenly over its planned steps (default 0.05)")
+    p.add_argument("--show", type=Path, metavar="RECORD", help="print a bisection record (OUT/bisect/ID.json) "
+                   "in --format instead of running one")
+    p.add_argument("--format", choices=FORMATS, default="table", help="the summary's format at the end")
+    p.add_argument("--headless", action="store_true", help="progress lines instead of the live console")
+    p.add_argument("--out", type=Path, help="results directory (default ./results/<profile>)")
+    p.add_argument("--runtime", choices=["docker", "local"], default="docker")
+    p.add_argument("--reps", type=int, help="timed pairs at most per step (default: the profile's gate.max_pairs)")
+    p.add_argument("--fresh", action="store_true", help="measure every step again instead of reading earlier "
+                   "steps' decisions (builds are still reused by key)")
+    p.add_argument("--verbose", "-v", action="store_true", help="also print build log lines")
 
 
 def _saved_round_commands(sub) -> None:

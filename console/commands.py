@@ -99,6 +99,13 @@ def cmd_run(args) -> int:
     profile = load_profile(args.profile)
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
     cand = _candidate(profile, args.candidate)
+    if args.git_bisect:
+        from .bisect.driver import step_profile
+        from .bisect.rounds import git_bisect_step
+        if isinstance(main, tuple) or isinstance(cand, tuple):
+            raise UsageError("--git-bisect judges a tree against a good end: give --main REPO@GOOD and "
+                             "--candidate DIR (the checkout git bisect made)", "A patch is not a commit.")
+        return git_bisect_step(_bisect_steps(args, _results_dir(profile, args)), step_profile(profile, 1.0), main, cand)
     return drive(_round(profile, main, cand, args), args)
 
 
@@ -615,3 +622,75 @@ def cmd_cleanup(args) -> int:
         gone = remove_engine_images(rt.client, on_kept=lambda image_id, why: print(f"kept {image_id[:19]}: {why}"))
         print(f"removed {gone} engine image(s)")
     return ExitCode.OK
+
+
+# --- finding the change ----------------------------------------------------------------------------
+
+def cmd_history(args) -> int:
+    from .core import changepoints as cp
+    from .core.history import series_of
+    from .reports import history as report
+    from .reports.tables import render
+    from .results.saved import select_sources
+    try:
+        rules = cp.Rules(alpha=args.alpha, min_change=args.min_change, min_segment=args.min_segment)
+    except ValueError as e:
+        raise UsageError(f"--alpha/--min-change/--min-segment: {e}", "See `console history --help`.") from None
+    if args.table and args.format != "csv":
+        raise UsageError("--table chooses the table of a CSV export", "Add --format csv, or leave --table out.")
+    for d in args.dirs:
+        if not d.is_dir():
+            raise UsageError(f"{d} is not a directory", "Give results directories (the --out of rounds).")
+    found = series_of(select_sources(args.dirs), rules, metric=args.metric)
+    if not found.series:
+        raise UsageError("no series of main: " + (found.left_out_sentence() or "no sealed round measured main"),
+                         "Give results directories of rounds (`console ledger show DIR` lists them).")
+    if args.html:
+        report.write_html(found, rules, args.html)
+    if args.tui:
+        from .tui.history import run_history
+        run_history(found, rules)
+        return ExitCode.OK
+    render(report.tables(found, rules), args.format, sys.stdout, table=args.table or "changes")
+    if args.html and args.format == "table":
+        print(f"\nwritten: {args.html}")
+    return ExitCode.OK
+
+
+def _bisect_steps(args, out: Path):
+    from .bisect.rounds import RoundSteps
+    from .reports.text import LineReporter
+    return RoundSteps(out, args.runtime, args.reps, args.fresh, LineReporter(verbose=args.verbose))
+
+
+def cmd_bisect(args) -> int:
+    from .bisect import Bisection, Config
+    from .bisect import record as records
+    from .bisect.setup import items_of, with_metric
+    from .reports import bisect as report
+    from .reports.tables import render
+    if args.show:
+        render(report.tables(records.read(args.show).to_dict()), args.format, sys.stdout, table="steps")
+        return ExitCode.OK
+    _check_reps(args)
+    if args.profile is None:
+        raise UsageError("--profile is needed to bisect", "Give a profile file or a shipped profile's name.")
+    if not 0.0 < args.error_rate < 1.0:
+        raise UsageError(f"--error-rate {args.error_rate} is not a rate", "Give a fraction, e.g. 0.05.")
+    profile = with_metric(load_profile(args.profile), args.metric)
+    items = items_of(profile, args.range, args.good, args.bad)
+    out = _results_dir(profile, args)
+    if args.runtime == "docker" and Path(profile.path) == DEMO_PROFILE.resolve():
+        _ensure_base(profile)
+    cfg = Config(profile=profile, items=items, out_dir=out, error_rate=args.error_rate, runtime=args.runtime,
+                 fresh=args.fresh)
+    if _interactive(args):
+        from .tui.bisect import run_bisect_tui
+        rec = run_bisect_tui(cfg, _bisect_steps(args, out))
+    else:
+        rec = Bisection(cfg, _bisect_steps(args, out), say=lambda line: print(f"bisect: {line}", flush=True)).run()
+    doc = rec.to_dict()
+    page = report.write_html(doc, rec.path(out).with_suffix(".html"))
+    print(f"written: {rec.path(out)}, {page}")
+    render(report.tables(doc)[:1], args.format, sys.stdout)
+    return rec.exit_code

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.results import store
+from console.reports import bisect as BI, history as H
 from console.cli import main
 from console.core import compare as cmp
 from console.core import gate
@@ -139,7 +140,10 @@ def test_every_exported_column_is_documented():
     doc = (ROOT / "docs" / "EXPORTS.md").read_text()
     for name, cols in (("rounds", ROUND_COLUMNS), ("speed", SPEED_COLUMNS), ("parity", PARITY_COLUMNS),
                        ("ledger", LEDGER_COLUMNS), ("verdict", VERDICT_COLUMNS), ("queue", QUEUE_COLUMNS),
-                       ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS)):
+                       ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS),
+                       ("history-series", H.SERIES_COLUMNS), ("history-changes", H.CHANGE_COLUMNS),
+                       ("history-points", H.POINT_COLUMNS), ("bisect-summary", BI.SUMMARY_COLUMNS),
+                       ("bisect-steps", BI.STEP_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]
         documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section, re.M)
         assert documented == [c.key for c in cols], name

@@ -113,12 +113,12 @@ def test_the_cycle_finder_finds_one():
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-# The layers (shared/DESIGN.md): cli -> commands -> (round, queueing, reports) -> (engine, serving,
+# The layers (shared/DESIGN.md): cli -> commands -> (round, queueing, bisect, reports) -> (engine, serving,
 # runtime, telemetry, results, profile) -> core. A package imports only lower bands, or a peer in the
 # bottom two bands (they share vocabulary); peers above that talk through the layer over them.
 BANDS = {"core": 0, "errors": 0, "paths": 0, "events": 0, "clock": 0,
          "profile": 1, "results": 1, "telemetry": 1, "serving": 1,
-         "runtime": 2, "engine": 3, "round": 4, "reports": 4, "queueing": 5, "tui": 6, "commands": 7, "cli": 8}
+         "runtime": 2, "engine": 3, "round": 4, "reports": 4, "queueing": 5, "bisect": 5, "tui": 6, "commands": 7, "cli": 8}
 # Imports against the layers that stand for now: (importing module, imported package) -> why, and who
 # removes the entry. Empty is the goal.
 ALLOWED: dict[tuple[str, str], str] = {}

@@ -29,7 +29,7 @@ SCHEMA = "bench-console/receipt/3"     # three outcomes at stated rates, own min
 SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)  # the receipt schemas this version reads
 
 BUILDS = ("main", "candidate")
-KINDS = ("round", "noise")
+KINDS = ("round", "noise", "bisect")     # bisect: a step of `console bisect` (a round of its own experiment)
 REP_STATUSES = ("ok", "failed", "timeout", "refused", "suspect", "aborted")
 EXCLUDED = ("suspect", "aborted")       # node problems: kept in the receipt, left out of statistics
 BENCH_PHASES = ("short", "timed")       # plus "guard:<name>"; "warmup" and "scored_path" are not timed
@@ -592,7 +592,7 @@ class Receipt(_Freezable):
     round as it seals it) it is frozen: the ledger vouches for these figures, so a change is a
     new document read again, never an edit (``FrozenReceiptError``)."""
     round_id: str
-    kind: str = "round"                 # "round" | "noise"
+    kind: str = "round"                 # "round" | "noise" | "bisect" (a step of `console bisect`)
     schema: str = SCHEMA
     started_at: str = ""
     ended_at: str | None = None

@@ -26,17 +26,19 @@ POOLED_OUTCOMES = frozenset({"accepted", "none", "slower", "undecided", "implaus
 DECIDED_OUTCOMES = frozenset({"accepted", "none", "slower"})
 
 
-def experiment_key(profile: ProfileRecord, trees: Mapping[str, str | None]) -> dict[str, Any]:
-    """What must be equal for rounds to pool, field by field."""
+def experiment_key(profile: ProfileRecord, trees: Mapping[str, str | None], kind: str = "round") -> dict[str, Any]:
+    """What must be equal for rounds to pool, field by field. Rounds of another kind (a bisection's
+    steps) are experiments of their own: a step never decides, or is decided by, an ordinary round."""
     bench = profile.bench
-    return {"profile": profile.name, "node": profile.node, "metric": bench.get("metric"),
-            "depth": bench.get("depth"), "tokens": bench.get("tokens"), "main": trees.get("main"),
-            "candidate": trees.get("candidate")}
+    key = {"profile": profile.name, "node": profile.node, "metric": bench.get("metric"),
+           "depth": bench.get("depth"), "tokens": bench.get("tokens"), "main": trees.get("main"),
+           "candidate": trees.get("candidate")}
+    return key if kind == "round" else {**key, "kind": kind}     # a round's identity is as it always was
 
 
-def experiment(profile: ProfileRecord, trees: Mapping[str, str | None]) -> str:
+def experiment(profile: ProfileRecord, trees: Mapping[str, str | None], kind: str = "round") -> str:
     """The identity of what a round measures: what must be equal for rounds to pool."""
-    return hashlib.sha256(json.dumps(experiment_key(profile, trees), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(experiment_key(profile, trees, kind), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -56,43 +58,43 @@ class LookBack:
 
 
 def look_back(ledger: Mapping[str, Mapping[str, Any]], profile: ProfileRecord, trees: Mapping[str, str | None],
-              fresh: bool = False) -> LookBack:
+              fresh: bool = False, kind: str = "round") -> LookBack:
     """The experiment's earlier rounds: those that pool (from its latest --fresh round on), whether
     they already decided it, and why other rounds of this profile in the same ledger do not pool."""
-    exp, key = experiment(profile, trees), experiment_key(profile, trees)
+    exp, key = experiment(profile, trees, kind), experiment_key(profile, trees, kind)
     others = [_why_apart(rid, d, key) for rid, d in ledger.items()
-              if _complete_round(d) and (d.get("profile") or {}).get("name") == profile.name
-              and not _of_experiment(d, exp)]
+              if _complete_round(d, kind) and (d.get("profile") or {}).get("name") == profile.name
+              and not _of_experiment(d, exp, kind)]
     if fresh:
         return LookBack([], None, others)
-    prior, last = _pooled(ledger, exp)
+    prior, last = _pooled(ledger, exp, kind)
     decided = last if last is not None and last[2] in DECIDED_OUTCOMES else None
     return LookBack(prior, decided, others)
 
 
-def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str) -> list[PriorRound]:
+def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str, kind: str = "round") -> list[PriorRound]:
     """The experiment's earlier sealed rounds whose pairs the gate read, in ledger order."""
-    return _pooled(ledger, exp)[0]
+    return _pooled(ledger, exp, kind)[0]
 
 
-def _complete_round(d: Mapping[str, Any]) -> bool:
-    return d.get("kind") == "round" and d.get("status") == "complete"
+def _complete_round(d: Mapping[str, Any], kind: str = "round") -> bool:
+    return d.get("kind", "round") == kind and d.get("status") == "complete"
 
 
-def _of_experiment(d: Mapping[str, Any], exp: str) -> bool:
-    return (_complete_round(d) and d.get("schema") != SCHEMA_1
+def _of_experiment(d: Mapping[str, Any], exp: str, kind: str = "round") -> bool:
+    return (_complete_round(d, kind) and d.get("schema") != SCHEMA_1
             and (d.get("sequential") or {}).get("experiment") == exp)
 
 
-def _pooled(ledger: Mapping[str, Mapping[str, Any]],
-            exp: str) -> tuple[list[PriorRound], tuple[str, str, str, int] | None]:
+def _pooled(ledger: Mapping[str, Mapping[str, Any]], exp: str,
+            kind: str = "round") -> tuple[list[PriorRound], tuple[str, str, str, int] | None]:
     """The rounds of ``exp`` that pool, from its latest fresh round on, and the outcome of the last
     round that pooled or decided. A round whose step check fired pools no pairs (they measured two
     things), but a decided one still decides: its outcome stood with the step said beside it, and a
     rerun measuring again could turn a decided regression into a pass."""
     rids: list[str] = []
     for rid, d in ledger.items():
-        if _of_experiment(d, exp):
+        if _of_experiment(d, exp, kind):
             rids = [rid] if (d.get("sequential") or {}).get("fresh") else rids + [rid]
     prior, last = [], None
     for rid in rids:
@@ -109,7 +111,7 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]],
 
 def _why_apart(rid: str, d: Mapping[str, Any], key: Mapping[str, Any]) -> str:
     r = Receipt.from_dict(d)
-    theirs = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()})
+    theirs = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()}, r.kind)
     differ = [f"{k} {str(theirs[k])[:12]} not {str(key[k])[:12]}" for k in key if theirs.get(k) != key[k]]
     if r.schema == SCHEMA_1:
         differ.append("sealed under schema 1 (fixed reps), which does not pool")

@@ -222,7 +222,7 @@ class Round(Lifecycle):
         """The experiment's earlier rounds in this ledger, read once per round."""
         if self._look_back is None:
             self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
-                                               fresh=self.cfg.fresh)
+                                               fresh=self.cfg.fresh, kind=self.kind.name)
         return self._look_back
 
     def _lock_pins(self, node: fingerprint.Fingerprint) -> Pins:

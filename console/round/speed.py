@@ -151,7 +151,7 @@ class Speed:
         if not self.cfg.kind.looks_back:
             return
         trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
-        exp = reruns.experiment(p.record(), trees)
+        exp = reruns.experiment(p.record(), trees, self.cfg.kind.name)
         look = self._look(trees)
         prior = look.prior
         design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))

@@ -121,3 +121,17 @@ def test_a_round_decided_slower_beside_a_step_change_still_decides_its_reruns():
     assert look.prior == [] and reruns.prior_rounds({a_id: a}, a["sequential"]["experiment"]) == []
     assert "its own pairs changed level mid-round" in look.decided_sentence()
 
+
+
+def test_a_bisection_step_and_an_ordinary_round_of_the_same_trees_are_two_experiments():
+    p = _profile()
+    assert reruns.experiment(p, TREES) == reruns.experiment(p, TREES, "round")     # a round's identity is unchanged
+    assert reruns.experiment(p, TREES, "bisect") != reruns.experiment(p, TREES)
+    step = _of(make_receipt(kind="bisect"), TREES)
+    step["sequential"]["experiment"] = reruns.experiment(p, TREES, "bisect")
+    a_id, a = sealed(step)
+    # an ordinary round of the same two trees is neither decided by the step nor pools with it
+    assert reruns.look_back({a_id: a}, p, TREES) == reruns.LookBack([], None, [])
+    # a second step of the same range reads the first one's decision
+    look = reruns.look_back({a_id: a}, p, TREES, kind="bisect")
+    assert look.decided_by[:3] == (a_id, a["round_id"], "accepted") and len(look.prior) == 1

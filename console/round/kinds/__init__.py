@@ -1,13 +1,15 @@
 """The kinds of round, one module each: ``compare`` (a round: main against a candidate),
-``noise`` (main against itself), ``sweep`` (both servers over load levels). A kind owns what
+``noise`` (main against itself), ``sweep`` (both servers over load levels), ``bisect`` (a step of a
+bisection: a midpoint against the good end). A kind owns what
 differs (which builds, what is timed, what is decided, what is sealed, what the plan shows); the
 runner calls its hooks and never asks which kind it runs. A new kind is a new module here."""
 from .base import Kind, TimedOutputs
+from .bisect import Bisect
 from .compare import Compare
 from .noise import Noise
 
 # the kinds a journal can name and a round be resumed as (a sweep is run again, not resumed)
-BY_NAME: dict[str, type[Kind]] = {k.name: k for k in (Compare, Noise)}
+BY_NAME: dict[str, type[Kind]] = {k.name: k for k in (Compare, Noise, Bisect)}
 
 
 def named(name: str) -> Kind:
@@ -18,4 +20,4 @@ def named(name: str) -> Kind:
         raise ValueError(f"no kind of round named {name!r} (expected one of {sorted(BY_NAME)})") from None
 
 
-__all__ = ["BY_NAME", "Compare", "Kind", "Noise", "TimedOutputs", "named"]
+__all__ = ["BY_NAME", "Bisect", "Compare", "Kind", "Noise", "TimedOutputs", "named"]
