@@ -106,3 +106,22 @@ def test_the_terminal_view_shows_the_change_and_the_command_to_bisect(tmp_path):
             return str(app.query_one("#changes", Static).render())
     text = asyncio.run(run())
     assert f"round {STEP_AT}: -8" in text and "console bisect --good /repos/engine@" in text
+
+
+def test_a_change_between_directory_trees_names_no_command_to_bisect(tmp_path):
+    for k in range(16):
+        r = make_receipt(main=[m * (1.0 if k < 8 else 0.9) * (1 + 0.002 * (k % 3)) for m in MAIN], cand=MAIN)
+        r["round_id"] = f"20261201T{k:06d}Z-{k:06x}"
+        store.seal_into(tmp_path, r, sealed_at=f"2026-12-01T00:{k:02d}:00Z")
+    (s,) = series_of(select_sources([tmp_path]), cp.Rules()).series
+    (c,) = s.changes
+    assert c.point.at == 8 and c.bisect_command is None and c.before.source.startswith("/src/main (tree ")
+
+
+def test_segments_hold_the_level_between_change_points(tmp_path):
+    _stepped(tmp_path)
+    (s,) = series_of(select_sources([tmp_path]), cp.Rules()).series
+    first, second = s.segments
+    assert (first.start, first.end, second.start, second.end) == (0, STEP_AT, STEP_AT, 24)
+    assert first.low < first.mean < first.high and second.high < first.low
+    assert second.mean / first.mean == pytest.approx(0.92, abs=0.005)

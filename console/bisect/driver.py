@@ -70,10 +70,10 @@ class Bisection:
             self._ends() and self._probes() and self._check()
         finally:
             if r.result is None:
-                r.result, r.sentence = "interrupted", "interrupted: the steps finished so far are kept"
+                r.result, r.sentence = "interrupted", "the steps finished so far are kept"
             r.ended_at = utc_now()
             self._save()
-        self.say(r.sentence)
+        self.say(f"{r.result}: {r.sentence}")
         return r
 
     def _ends(self) -> bool:
@@ -111,11 +111,11 @@ class Bisection:
     def _check(self) -> bool:
         r, marks = self.record, self.marks
         if bad := B.contradictions(marks):
-            return self._end("not-one-step", "not one step: " + "; ".join(
+            return self._end("not-one-step", "; ".join(
                 f"item {b} is like the bad end but item {g} after it is like the good end" for b, g in bad)
                 + ". The change comes and goes, or the range holds more than one.")
         if other := B.changed_the_other_way(r.steps, r.direction or "slower"):
-            return self._end("not-one-step", "not one step: " + ", ".join(f"item {s.item}" for s in other)
+            return self._end("not-one-step", ", ".join(f"item {s.item}" for s in other)
                              + " changed the other way against the good end; bisect each change on its own.")
         c = B.conclude(self.n, marks)
         r.first_bad, r.suspects, r.last_good = c.first_bad, list(c.suspects), c.last_good
@@ -128,7 +128,7 @@ class Bisection:
         if s.outcome in STOPS:
             return self._stop(s)
         if s.outcome == ("slower" if r.direction == "slower" else "accepted"):
-            return self._end("not-one-step", f"not one step: the bad end is {r.direction} than the first "
+            return self._end("not-one-step", f"the bad end is {r.direction} than the first "
                              f"{r.direction} item {c.first_bad} too ({_gain(s)}): a second change lies in "
                              f"{c.first_bad}..{self.n - 1}; bisect it with --good {self._source(c.first_bad)}")
         return self._found("the bad end is like it" if s.outcome == "none"
@@ -155,13 +155,9 @@ class Bisection:
     def _found(self, why: str) -> bool:
         r, i = self.record, self.record.first_bad
         assert i is not None
-        s = self._effect_of(i)
+        s = B.effect_of(r.steps, i)
         return self._end("found", f"first {r.direction} item: {i} [{self.cfg.items[i].label}], "
                          f"{_gain(s) if s else 'size not measured'}; {why}")
-
-    def _effect_of(self, i: int) -> Step | None:
-        """The step that measured item ``i`` against the good end (a probe, or the ends' round)."""
-        return next((s for s in reversed(self.record.steps) if s.item == i and s.against == 0), None)
 
     def _stop(self, s: Step) -> bool:
         return self._end(s.outcome, f"stopped at step {len(self.record.steps)}: {s.note or s.outcome}")
@@ -172,7 +168,7 @@ class Bisection:
         rounds = len(r.steps)
         minutes = sum(s.minutes for s in r.steps)
         r.result = result
-        r.sentence = (f"{result}: {sentence} ({rounds} round(s), {minutes:.1f} min; decided steps' rates sum to "
+        r.sentence = (f"{sentence} ({rounds} round(s), {minutes:.1f} min; decided steps' rates sum to "
                       f"{total:.2%}" + (f", above the stated {r.error_rate:.0%}" if total > r.error_rate + 1e-12 else "")
                       + ")")
         return False

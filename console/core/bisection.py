@@ -202,6 +202,12 @@ def spent(steps: list[Step]) -> float:
     return sum(s.rate for s in steps if s.rate > 0 and s.outcome in ("none", "slower", "accepted"))
 
 
+def effect_of(steps: list[Step], i: int | None) -> Step | None:
+    """The step that measured item ``i`` against the good end (a probe, or the ends' round): the
+    size of its change, with its interval."""
+    return next((s for s in reversed(steps) if s.item == i and s.against == 0), None) if i is not None else None
+
+
 def direction_of(outcome: str) -> str | None:
     """The endpoints' round decides what is bisected: a regression, an improvement, or nothing."""
     return {"slower": "slower", "accepted": "faster"}.get(outcome)

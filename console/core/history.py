@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from scipy import stats as sps
+
 from . import changepoints as cp
 from . import fingerprint, gate
 from .compare import Source
@@ -49,6 +51,7 @@ class Point:
     source: str                 # main's source identity: a commit, a release, a directory's tree
     tree: str                   # main's tree digest
     pin: float                  # the frontier pin in force for the round (0: none)
+    ordered: bool = False       # main's source is a commit or a release (something `console bisect` orders)
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,23 @@ class Change:
     after: Point                # the first round after it
 
     @property
-    def bisect_range(self) -> tuple[str, str]:
-        return (self.before.source, self.after.source)
+    def bisect_command(self) -> str | None:
+        """`console bisect` over main's sources either side, when both are commits or releases (a
+        directory's trees have no order to bisect)."""
+        if not (self.before.ordered and self.after.ordered) or self.before.source == self.after.source:
+            return None
+        return f"console bisect --good {self.before.source} --bad {self.after.source}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rounds [start, end) between change points: their geometric mean and its two-sided 95 %
+    Student t interval (the level the series held there)."""
+    start: int
+    end: int
+    mean: float
+    low: float
+    high: float
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,22 @@ class Series:
     points: tuple[Point, ...]
     changes: tuple[Change, ...]
     raises: tuple[int, ...]     # indices of points whose pin is above the one before
+    segments: tuple[Segment, ...] = ()
+
+
+def segments_of(values: list[float], cuts: list[int]) -> tuple[Segment, ...]:
+    """The segments between ``cuts`` (change points' first rounds)."""
+    out = []
+    bounds = [0, *cuts, len(values)]
+    for a, b in zip(bounds, bounds[1:]):
+        logs = [math.log(v) for v in values[a:b]]
+        m = sum(logs) / len(logs)
+        half = 0.0
+        if len(logs) > 1:
+            sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
+            half = float(sps.t.ppf(0.975, len(logs) - 1)) * sd / math.sqrt(len(logs))
+        out.append(Segment(a, b, math.exp(m), math.exp(m - half), math.exp(m + half)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -114,7 +148,8 @@ def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point] | str:
     return key, fp.facts, Point(sealed_at=src.sealed_at, round_id=r.round_id, receipt=src.receipt_id or "",
                                 value=value, reps=len(values),
                                 source=source_identity(main.source if main else {}, main.tree_sha256 if main else None),
-                                tree=str(main.tree_sha256 or "") if main else "", pin=float(r.lock.frontier or 0.0))
+                                tree=str(main.tree_sha256 or "") if main else "", pin=float(r.lock.frontier or 0.0),
+                                ordered=bool(main and (main.source.get("git") or main.source.get("pypi"))))
 
 
 def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = None) -> History:
@@ -140,6 +175,7 @@ def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = N
         changes = tuple(Change(c, pts[c.at - 1], pts[c.at]) for c in found)
         raises = tuple(i for i in range(1, len(pts)) if pts[i].pin > pts[i - 1].pin > 0 or
                        (pts[i].pin > 0 and pts[i - 1].pin == 0))
-        out.append(Series(key, facts[key], tuple(pts), changes, raises))
+        segs = segments_of([p.value for p in pts], [c.at for c in found])
+        out.append(Series(key, facts[key], tuple(pts), changes, raises, segs))
     out.sort(key=lambda s: (-len(s.points), s.key.label()))
     return History(tuple(out), dict(left))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core.bisection import Mark
+from ..core.bisection import Mark, Step, effect_of, spent
 from ..results.store import atomic_write
 from .html import CSS, PAGE, RC, _figure, _svg, esc
 from .tables import Column, Table, percent, short
@@ -52,20 +52,17 @@ def tables(doc: dict[str, Any]) -> list[Table]:
     """The summary and the steps of a bisection record (its JSON, as written)."""
     items = doc.get("items") or []
     label = lambda i: items[i]["label"] if isinstance(i, int) and 0 <= i < len(items) else None  # noqa: E731
-    steps = [{"step": k, **s, "label": label(s.get("item"))} for k, s in enumerate(doc.get("steps") or [], 1)]
+    typed = [Step.from_dict(s) for s in doc.get("steps") or []]
+    steps = [{"step": k, **s.to_dict(), "label": label(s.item)} for k, s in enumerate(typed, 1)]
     fb = doc.get("first_bad")
-    effect = next((s for s in reversed(steps) if s.get("item") == fb and s.get("against") == 0), {}) if fb is not None else {}
+    effect = effect_of(typed, fb)
     summary = {"result": doc.get("result"), "direction": doc.get("direction"), "first_bad": fb, "label": label(fb),
-               "suspects": doc.get("suspects") or [], "gain": effect.get("gain"), "low": effect.get("low"),
-               "high": effect.get("high"), "rounds": len(steps),
-               "minutes": sum(float(s.get("minutes") or 0) for s in steps),
-               "error_bound": _spent(steps), "error_rate": doc.get("error_rate"), "sentence": doc.get("sentence")}
+               "suspects": doc.get("suspects") or [], "gain": effect.gain if effect else None,
+               "low": effect.low if effect else None, "high": effect.high if effect else None,
+               "rounds": len(steps), "minutes": sum(s.minutes for s in typed), "error_bound": spent(typed),
+               "error_rate": doc.get("error_rate"), "sentence": doc.get("sentence")}
     return [Table("summary", f"Bisection {doc.get('bisect_id')} ({doc.get('profile')})", SUMMARY_COLUMNS, [summary]),
             Table("steps", "Steps", STEP_COLUMNS, steps)]
-
-
-def _spent(steps: list[dict[str, Any]]) -> float:
-    return sum(float(s.get("rate") or 0) for s in steps if s.get("outcome") in ("none", "slower", "accepted"))
 
 
 # --- the page ------------------------------------------------------------------------------------
@@ -86,7 +83,7 @@ def render_html(doc: dict[str, Any]) -> str:
     s = summary.rows[0]
     with matplotlib.rc_context(RC):
         plot = _plot(doc, steps.rows)
-    badge = {"found": "accepted", "not-one-step": "slower"}.get(str(s["result"]), "")
+    badge = {"found": "accepted", "not-one-step": "slower"}.get(str(s["result"]), "")     # the report's colours
     body = (f'<section><h2>Bisection {esc(doc.get("bisect_id"))} <span class="dim">{esc(doc.get("profile"))}</span></h2>'
             f'<p><span class="badge {badge}">{esc(s["result"])}</span> {esc(s["sentence"])}</p>'
             f"<p>{len(doc.get('items') or [])} items, from {esc(_label(doc, 0))} (good) to "

@@ -98,7 +98,7 @@ def _section(s: Series) -> str:
     rows = "".join(
         f"<tr><td>{c.point.at}</td><td>{c.point.change:+.1%} [{c.point.low:+.1%}, {c.point.high:+.1%}]</td>"
         f"<td>{c.point.p:.2g}</td><td>{esc(c.before.round_id)}</td><td>{esc(c.after.round_id)}</td>"
-        f"<td><code>console bisect --good {esc(c.before.source)} --bad {esc(c.after.source)}</code></td></tr>"
+        f"<td>{_bisect_cell(c)}</td></tr>"
         for c in s.changes)
     table = (f"<table><tr><th>at</th><th>change [interval]</th><th>p</th><th>last before</th><th>first after</th>"
              f"<th>to bisect</th></tr>{rows}</table>" if rows else '<p class="na">no change point</p>')
@@ -107,27 +107,23 @@ def _section(s: Series) -> str:
             f"force, raises marked ▲.</figcaption></figure>{table}</section>")
 
 
+def _bisect_cell(c) -> str:
+    cmd = c.bisect_command
+    return f"<code>{esc(cmd)}</code>" if cmd else '<span class="na">main was a directory here: no commits to bisect</span>'
+
+
 def _plot(s: Series) -> str:
-    import math
-    from scipy import stats as sps
     fig, ((ax,),) = _figure(10, 3.2)
-    xs = list(range(len(s.points)))
-    ax.plot(xs, [p.value for p in s.points], "o", ms=4, color="#1f6fb4", label="main")
-    cuts = [0, *(c.point.at for c in s.changes), len(s.points)]
-    for a, b in zip(cuts, cuts[1:]):
-        logs = [math.log(p.value) for p in s.points[a:b]]
-        m = sum(logs) / len(logs)
-        ax.hlines(math.exp(m), a - 0.4, b - 0.6, color="#333", lw=1.2)
-        if len(logs) > 1:
-            sd = (sum((x - m) ** 2 for x in logs) / (len(logs) - 1)) ** 0.5
-            half = float(sps.t.ppf(0.975, len(logs) - 1)) * sd / len(logs) ** 0.5
-            ax.fill_between([a - 0.4, b - 0.6], math.exp(m - half), math.exp(m + half), color="#999", alpha=0.25, lw=0)
+    ax.plot(list(range(len(s.points))), [p.value for p in s.points], "o", ms=4, color="#1f6fb4", label="main")
+    for g in s.segments:
+        ax.hlines(g.mean, g.start - 0.4, g.end - 0.6, color="#333", lw=1.2)
+        ax.fill_between([g.start - 0.4, g.end - 0.6], g.low, g.high, color="#999", alpha=0.25, lw=0)
     for c in s.changes:
         ax.axvline(c.point.at - 0.5, color="#c0392b", ls="--", lw=1)
     pins = [(i, p.pin) for i, p in enumerate(s.points) if p.pin > 0]
     if pins:
         ax.step([i for i, _ in pins], [v for _, v in pins], where="post", color="#e8710a", ls=":", lw=1, label="pin")
-        ax.plot([i for i in s.raises], [s.points[i].pin for i in s.raises], "^", color="#e8710a", ms=6)
+        ax.plot(list(s.raises), [s.points[i].pin for i in s.raises], "^", color="#e8710a", ms=6)
     ax.set(xlabel="round (time order)", ylabel=s.key.metric)
     ax.legend(loc="lower left")
     return _svg(fig)

@@ -42,7 +42,7 @@ def change_lines(s: Series) -> Text:
         p = c.point
         out.append(f"round {p.at}: {p.change:+.1%} [{p.low:+.1%}, {p.high:+.1%}] p {p.p:.2g}  ",
                    style="bold red" if p.change < 0 else "bold green")
-        out.append(printable(f"console bisect --good {c.before.source} --bad {c.after.source}\n"))
+        out.append(printable((c.bisect_command or "main was a directory here: no commits to bisect") + "\n"))
     return out
 
 
