@@ -242,3 +242,23 @@ def test_capture_if_needed_leaves_a_node_that_holds_the_pin_alone_and_recaptures
     said = capsys.readouterr().out
     assert "reference captured: sha256" in said and "nothing to capture" not in said
     assert ("identical to the pinned reference" in said) == (code == 0)
+
+
+def test_each_capture_labels_its_containers_apart(monkeypatch):
+    """A capture removes its own containers at its end: another capture beside it (a queue's worker,
+    a parallel test run) must not be among them, so each capture has a label of its own."""
+    from console.paths import LLAMA_PROFILE
+    from console.profile import load_profile
+    from console.round import reference as ref
+    labels: list[str] = []
+
+    def runtime(kind, label, work):
+        labels.append(label)
+        raise RuntimeError("stop before anything runs")
+    monkeypatch.setattr(ref, "make_runtime", runtime)
+    monkeypatch.setattr(ref, "check_model", lambda profile: [])     # the model file is not what this is about
+    profile = load_profile(LLAMA_PROFILE)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            ref.capture(profile, lambda line: None)
+    assert len(set(labels)) == 2 and all(x.startswith("reference-") for x in labels)

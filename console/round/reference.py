@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -185,7 +186,9 @@ def _capture_build(profile: Profile, log: Callable[[str], None], write_profile: 
     source = profile.reference.source or profile.source
     with tempfile.TemporaryDirectory(prefix="bench-console-ref-") as tmp:
         work = Path(tmp)
-        rt = make_runtime(runtime, "reference", work)
+        # its own label: the capture removes its containers at the end, and another capture may be
+        # running beside it (a queue's worker, the other half of a parallel test run)
+        rt = make_runtime(runtime, f"reference-{secrets.token_hex(4)}", work)
         here, gpus = _node(profile, rt, log)
         log(f"reference source: {sources.spec_label(source)}")
         snap = sources.snapshot(source, work / "src", exclude=profile.exclude, sdists=sdists)
