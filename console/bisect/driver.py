@@ -14,6 +14,7 @@ from ..clock import utc_now
 from ..core import bisection as B
 from ..core.bisection import Mark, Step
 from ..engine.ranges import Item
+from ..engine.sources import spec_text
 from ..profile import Profile
 from ..errors import ConsoleError
 from .record import BisectRecord, read
@@ -57,6 +58,7 @@ class Bisection:
             error_rate=cfg.error_rate, step_rate=rate, planned_steps=B.planned_steps(n), started_at=utc_now(),
             runtime=cfg.runtime, metric=cfg.profile.bench.metric)
         self.marks: dict[int, Mark] = {0: Mark.GOOD, n - 1: Mark.BAD}
+        self.probing: int | None = None     # the item whose round runs now (the live view shows it)
         self.failed = {} if cfg.fresh or not cfg.write else failed_builds(cfg.out_dir, cfg.runtime, cfg.profile.sha256)
 
     # --- the loop ------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class Bisection:
             s = self._step("probe", i, 0)
             if s.outcome in STOPS:
                 return self._stop(s)
-            mark = Mark.SKIP if s.outcome == "build-failed" else B.mark_of(s.outcome, self.record.direction or "slower")
+            mark = B.mark_of(s.outcome, self.record.direction or "slower")     # a failed build is a skip
             self.marks[i] = mark
             self.record.steps[-1] = replace(s, mark=mark)
             o = B.open_range(self.n, self.marks)
@@ -127,7 +129,7 @@ class Bisection:
         s = self._step("check", self.n - 1, c.first_bad)
         if s.outcome in STOPS:
             return self._stop(s)
-        if s.outcome == ("slower" if r.direction == "slower" else "accepted"):
+        if s.outcome == B.changed_outcome(r.direction or "slower"):
             return self._end("not-one-step", f"the bad end is {r.direction} than the first "
                              f"{r.direction} item {c.first_bad} too ({_gain(s)}): a second change lies in "
                              f"{c.first_bad}..{self.n - 1}; bisect it with --good {self._source(c.first_bad)}")
@@ -141,12 +143,14 @@ class Bisection:
         k = len(self.record.steps) + 1
         title = (f"step {k} ({role}): item {item} [{self.cfg.items[item].label}] against item {against} "
                  f"[{self.cfg.items[against].label}]")
+        self.probing = item
         self.say(title)
         pair = (_key(self.cfg.items[against].source), _key(self.cfg.items[item].source))
         if pair in self.failed:
             s = replace(self.failed[pair], minutes=0.0)
         else:
             s = self._run_step(self.profile, self.cfg.items[against], self.cfg.items[item], title)
+        self.probing = None
         s = replace(s, role=role, item=item, against=against)
         self.record.steps.append(s)
         self._save()
@@ -177,8 +181,7 @@ class Bisection:
         return ", ".join(self.cfg.items[i].label for i in idx)
 
     def _source(self, i: int) -> str:
-        s = self.cfg.items[i].source
-        return s.pypi and f"pypi:{s.pypi}" or (f"{s.git}@{s.ref}" if s.git else str(s.path))
+        return spec_text(self.cfg.items[i].source)
 
     def _save(self) -> None:
         if self.cfg.write:

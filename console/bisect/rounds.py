@@ -9,7 +9,8 @@ from typing import Callable
 
 from .. import events as ev
 from ..core import gate
-from ..core.bisection import Step
+from ..core.bisection import Step, git_bisect_word, rate_of
+from ..core.reruns import DECIDED_OUTCOMES
 from ..core.receipt import Receipt
 from ..engine.ranges import Item
 from ..errors import ExitCode
@@ -95,18 +96,11 @@ def _figures(r: Receipt | None, base: Step, rid: str, round_id: str, note: str) 
     v = gate.decide(r, r.rules)
     sp = v.speed
     low, high = (tuple(sp.interval) + (None, None))[:2] if sp is not None else (None, None)
-    why = "; ".join(x.message for x in v.reasons[:2]) if v.outcome.value not in ("none", "slower", "accepted") else ""
-    rate = _rate(v.outcome.value, r)
-    return Step(role="", item=0, against=0, outcome=v.outcome.value, rate=rate,
+    why = "; ".join(x.message for x in v.reasons[:2]) if v.outcome.value not in DECIDED_OUTCOMES else ""
+    return Step(role="", item=0, against=0, outcome=v.outcome.value, rate=rate_of(v.outcome.value, r.rules),
                 gain=sp.gain if sp is not None else None, low=low, high=high,
                 pairs=sp.pairs if sp is not None else 0, minutes=base.minutes, receipt=rid, round_id=round_id,
                 note="; ".join(x for x in (note, why[:300]) if x))
-
-
-def _rate(outcome: str, r: Receipt) -> float:
-    """The error rate a decided outcome was reached at: the receipt's own rules."""
-    rules = r.rules
-    return {"none": rules.miss, "slower": rules.false_slower, "accepted": rules.false_accept}.get(outcome, 0.0)
 
 
 # --- one step for `git bisect run` ----------------------------------------------------------------
@@ -117,7 +111,6 @@ GIT_BISECT = {"good": 0, "bad": 1, "skip": 125, "abort": 128}
 def git_bisect_step(steps: RoundSteps, profile: Profile, main, candidate) -> int:
     """A round of ``candidate`` against ``main`` (the good end) as a bisection step, said and exited
     as `git bisect run` reads it: good, bad, skip (cannot tell) or abort."""
-    from ..core.bisection import git_bisect_word
     step = steps(profile, Item(main, "good"), Item(candidate, "candidate"), "")
     word = git_bisect_word(step.outcome)
     print(f"git bisect: {word} ({step.outcome}{': ' + step.note if step.note else ''})", flush=True)

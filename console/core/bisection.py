@@ -34,6 +34,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from .reruns import DECIDED_OUTCOMES
+
 DIRECTIONS = ("slower", "faster")       # bisecting a regression, or an improvement
 
 
@@ -47,6 +49,17 @@ class Mark(enum.StrEnum):
 UNJUDGED = (Mark.SKIP, Mark.UNDECIDED)
 
 
+def changed_outcome(direction: str) -> str:
+    """The outcome that says an item carries the change being bisected."""
+    return "slower" if direction == "slower" else "accepted"
+
+
+def rate_of(outcome: str, rules: Any) -> float:
+    """The error rate a round's outcome was decided at, under the rules it was sealed with (0: it
+    decided nothing)."""
+    return {"none": rules.miss, "slower": rules.false_slower, "accepted": rules.false_accept}.get(outcome, 0.0)
+
+
 def mark_of(outcome: str, direction: str) -> Mark:
     """A step's mark from its round's outcome. Outcomes that are not a speed decision about the
     item (rejected: parity or claims; implausible, uncheckable) are skips; ``infra`` never gets here
@@ -55,8 +68,7 @@ def mark_of(outcome: str, direction: str) -> Mark:
         return Mark.GOOD
     if outcome == "undecided":
         return Mark.UNDECIDED
-    changed = "slower" if direction == "slower" else "accepted"
-    if outcome == changed:
+    if outcome == changed_outcome(direction):
         return Mark.BAD
     if outcome in ("slower", "accepted"):
         return Mark.GOOD        # changed the other way: not like the bad end (said as a second change)
@@ -199,7 +211,7 @@ RESULTS = {   # what a bisection can end as, and its exit code (docs/BISECT.md)
 
 def spent(steps: list[Step]) -> float:
     """The bisection's error bound: the sum of its decided steps' rates (Bonferroni)."""
-    return sum(s.rate for s in steps if s.rate > 0 and s.outcome in ("none", "slower", "accepted"))
+    return sum(s.rate for s in steps if s.rate > 0 and s.outcome in DECIDED_OUTCOMES)
 
 
 def effect_of(steps: list[Step], i: int | None) -> Step | None:
@@ -216,7 +228,7 @@ def direction_of(outcome: str) -> str | None:
 def changed_the_other_way(steps: list[Step], direction: str) -> list[Step]:
     """Probes decided changed against good in the direction opposite to the one bisected: the range
     holds a second change."""
-    other = "accepted" if direction == "slower" else "slower"
+    other = changed_outcome("faster" if direction == "slower" else "slower")
     return [s for s in steps if s.role == "probe" and s.outcome == other]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from . import sources
 from ..errors import UsageError
 from ..profile import Source
 
@@ -56,11 +57,7 @@ def between(good: Source, bad: Source, like: Source | None = None) -> list[Item]
     if good.pypi and bad.pypi and good.pypi.split("==")[0] == bad.pypi.split("==")[0]:
         name = good.pypi.split("==")[0]
         return releases(name, good.pypi.split("==")[1], bad.pypi.split("==")[1], like)
-    return [Item(good, _label(good)), Item(bad, _label(bad))]
-
-
-def _label(s: Source) -> str:
-    return s.pypi or (f"{s.git}@{s.ref}" if s.git else str(s.path))
+    return [Item(good, sources.spec_label(good)), Item(bad, sources.spec_label(bad))]
 
 
 def _git(repo: str, *args: str) -> str:

@@ -152,12 +152,19 @@ def _sha256(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def spec_text(spec: Source) -> str:
+    """What ``parse_spec`` reads back as ``spec`` (a command line's SRC)."""
+    if spec.pypi:
+        return f"pypi:{spec.pypi}"
+    return f"{spec.git}@{spec.ref}" if spec.git else str(spec.path)
+
+
 def spec_label(spec: Source | tuple[str, str]) -> str:
     if isinstance(spec, tuple):
         return spec[1]
     if spec.pypi:
         return f"pypi:{spec.pypi}" + (f" ({spec.subtree})" if spec.subtree else "")
-    return f"{spec.git}@{spec.ref}" if spec.git else str(spec.path)
+    return spec_text(spec)
 
 
 def _top_level(root: Path, names: tuple[str, ...]):

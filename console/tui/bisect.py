@@ -53,7 +53,6 @@ class BisectApp(App[Any]):
         self.bisection, self.steps = bisection, steps
         self.lines = LineReporter(colour=False)
         self.record: Any = None
-        self.probing: int | None = None
         self.quitting = False
 
     def compose(self) -> ComposeResult:
@@ -81,7 +80,6 @@ class BisectApp(App[Any]):
         self.query_one("#said", Static).update(Text(printable(line)))
         self.query_one(Log).write_line(printable(f"bisect: {line}"))
         steps = self.bisection.record.steps
-        self.probing = _probing(line)
         t = self.query_one(DataTable)
         for k, s in enumerate(steps, 1):
             row = _row(k, s)
@@ -99,14 +97,13 @@ class BisectApp(App[Any]):
 
     def finished(self, rec: Any) -> None:
         self.record = rec
-        self.probing = None
         self._draw()
         self.query_one("#said", Static).update(Text(printable(rec.sentence) + "   (q to leave)"))
         if self.quitting:
             self.exit(rec)
 
     def _draw(self) -> None:
-        self.query_one("#strip", Static).update(strip(self.bisection.n, dict(self.bisection.marks), self.probing))
+        self.query_one("#strip", Static).update(strip(self.bisection.n, dict(self.bisection.marks), self.bisection.probing))
 
     def action_quit_bisect(self) -> None:
         """Leave once finished; before that, interrupt the running round and leave when the
@@ -117,16 +114,6 @@ class BisectApp(App[Any]):
         self.quitting = True
         self.query_one("#said", Static).update(Text("interrupting the running round…"))
         self.steps.abort()
-
-
-def _probing(line: str) -> int | None:
-    """The item a step line names (``step k (role): item i [...]``), while its round runs."""
-    if line.startswith("step ") and ": item " in line:
-        try:
-            return int(line.split(": item ", 1)[1].split(" ", 1)[0])
-        except ValueError:
-            return None
-    return None
 
 
 def _row(k: int, s: Any) -> tuple[str, ...]:
