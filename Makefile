@@ -3,6 +3,7 @@
 #   make test   - the test suite (needs the Docker daemon; Docker tests fail, never skip, without it)
 # and, for a real engine:
 #   make llama  - llama.cpp 0.3.16 vs 0.3.36 (from their sdists) on Gemma 3 270M, a whole round
+#   make llama-matrix - the same as a matrix round (prefill and decode at two depths, decided together)
 #   make serve  - the same two releases' llama-server under load: a serving round (TTFT, ITL, throughput)
 PY      ?= python3
 VENV    := .venv
@@ -11,7 +12,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup serve setup-local
+.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -67,6 +68,11 @@ llama-setup: setup
 
 llama: llama-setup $(LOCAL)
 	$(BIN)/console run --profile $(LLAMA) $(ARGS)
+
+# The same two releases as a matrix round: pp128, pp512 and tg64 at depths 0 and 512, decided
+# together (the same reference: the profiles share it).
+llama-matrix: llama-setup $(LOCAL)
+	$(BIN)/console run --profile profiles/llama-cpp-matrix.toml $(ARGS)
 
 # The server shares the llama.cpp profile's model; its builds add llama-server, so its reference
 # is its own build's (captured once per node like the llama.cpp one).

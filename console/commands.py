@@ -253,6 +253,7 @@ def cmd_verdict(args) -> int:
     from .core import gate
     from .core.receipt import Receipt, ReceiptError
     from .reports.exports import verdict_table
+    from .reports.matrix import cells_of, matrix_table
     from .reports.text import LineReporter
     from .reports.tables import render
     data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
@@ -275,7 +276,10 @@ def cmd_verdict(args) -> int:
         print(LineReporter(colour=None).verdict_text(v))
         print(file_line)
     else:
-        render([verdict_table(v, str(args.receipt), identity.to_dict())], fmt, sys.stdout)
+        tables = [verdict_table(v, str(args.receipt), identity.to_dict())]
+        if cells_of(v):     # a matrix round: its cells too (CSV holds one table: the cells)
+            tables.append(matrix_table(v))
+        render(tables, fmt, sys.stdout, "matrix" if fmt == "csv" and len(tables) > 1 else None)
     if not identity.sealed:
         print(f"warning: {args.receipt} is not a sealed receipt ({identity.status}): {identity.message}; "
               "the verdict above is re-derived from this file as it stands.", file=sys.stderr)

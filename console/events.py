@@ -252,6 +252,14 @@ class DecisionStep(Event):
                    tier=d.get("tier"), span=list(d["span"]) if d.get("span") else None, **kw)
 
 
+@dataclass
+class CellsStep(Event):
+    """After a pair of a matrix round: each cell's decision so far, at the family's rates."""
+    kind: ClassVar[str] = "cells_step"
+    pair: int
+    cells: list[dict[str, Any]]     # {key, role, state, pairs, gain, interval, tier}, in the profile's order
+
+
 # --- outcome ---------------------------------------------------------------
 
 @dataclass

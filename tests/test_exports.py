@@ -30,6 +30,7 @@ from console.reports.exports import (
     ROUND_COLUMNS,
     SPEED_COLUMNS,
     VERDICT_COLUMNS)
+from console.reports.matrix import MATRIX_COLUMNS
 from console.reports.serving import BLOCK_COLUMNS
 from console.reports.text import LineReporter, annotations, junit_xml, markdown_summary, write_reports
 
@@ -143,7 +144,7 @@ def test_every_exported_column_is_documented():
                        ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS),
                        ("history-series", H.SERIES_COLUMNS), ("history-changes", H.CHANGE_COLUMNS),
                        ("history-points", H.POINT_COLUMNS), ("bisect-summary", BI.SUMMARY_COLUMNS),
-                       ("bisect-steps", BI.STEP_COLUMNS)):
+                       ("bisect-steps", BI.STEP_COLUMNS), ("matrix", MATRIX_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]
         documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section, re.M)
         assert documented == [c.key for c in cols], name

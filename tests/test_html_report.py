@@ -166,3 +166,15 @@ def test_chromium_draws_the_report_of_a_recorded_round(tmp_path):
         rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
         near = int((np.abs(pixels - rgb).sum(axis=1) < 40).sum())
         assert near > 500, f"{build}'s colour {colour} hardly appears in the screenshot ({near} pixels)"
+
+
+def test_a_matrix_round_draws_a_heat_map_of_its_cells():
+    from core.receipts import make_matrix_receipt
+    fast = [200.0, 201.0, 199.5, 200.5, 200.2, 200.8, 199.2, 200.1, 200.4, 199.8, 200.3, 200.6]
+    r = Receipt.from_dict(make_matrix_receipt({1024: (fast, [x * 1.3 for x in fast]),
+                                               4096: (fast, [x * 0.8 for x in fast])}))
+    text = render_html([r], [VerdictRecord.of(gate.decide(r, r.rules))])
+    assert "Matrix: each cell&#x27;s gain" in text or "Matrix: each cell's gain" in text
+    assert "depth=1024" in text and "depth=4096" in text and "slower" in text and "accepted" in text
+    assert "Paired gains and the decision" not in text      # the cells replace the one-cell plot
+    assert "2 cells, Bonferroni" in text

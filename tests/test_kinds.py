@@ -52,8 +52,13 @@ def test_each_kind_says_what_it_runs_and_decides():
     assert noise.builds == ["main"] and not noise.decides and not noise.looks_back
     assert pair_budget(RoundConfig(profile=p, main=None, candidate=None, out_dir=Path("."), kind="noise")) == p.bench.reps
     assert pair_budget(RoundConfig(profile=p, main=None, candidate=None, out_dir=Path("."))) == p.gate.max_pairs
-    with pytest.raises(ValueError, match="no kind of round named 'matrix'"):
-        kinds.named("matrix")
+    with pytest.raises(ValueError, match="no kind of round named 'grid'"):
+        kinds.named("grid")
+    # a round of a matrix profile is a matrix round: every cell measured and decided
+    m = load_profile(DEMO_PROFILE.parent / "demo-matrix.toml")
+    cfg = RoundConfig(profile=m, main=None, candidate=None, out_dir=Path("."))
+    assert cfg.kind.name == "matrix" and cfg.kind.per_cell and cfg.kind.builds == ["main", "candidate"]
+    assert kinds.named("matrix").looks_back and not compare.per_cell
 
 
 def test_a_sweep_is_a_kind_that_is_not_resumed_and_holds_its_largest_level():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import re
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def test_profile_names_resolve_to_the_shipped_files_and_anything_else_is_a_path(
     assert {"demo", "llama-cpp", "llama-cpp-bench", "llama-cpp-cuda"} <= set(shipped_profiles())
     mine = tmp_path / "mine.toml"
     assert profile_arg(str(mine)) == mine           # a file path stays a path, even before it exists
-    with pytest.raises(argparse.ArgumentTypeError, match="shipped: demo, llama-cpp"):
+    with pytest.raises(argparse.ArgumentTypeError, match="shipped: demo, demo-matrix, llama-cpp"):
         profile_arg("no-such-profile")
     assert main(["profiles"]) == 0
     listed = capsys.readouterr().out
@@ -333,3 +334,77 @@ def test_every_key_of_the_schema_is_documented_in_its_table_of_profiles_md():
         section = text.split(heading, 1)[1].split("\n### ", 1)[0]
         for key in s.get("properties", {}):
             assert f"| `{key}` |" in section, f"{table}.{key} is not in {DOC.name}"
+
+
+# --- [matrix] -------------------------------------------------------------------------------------
+
+DEMO_MATRIX = ROOT / "profiles" / "demo-matrix.toml"
+
+
+def _matrix_variant(tmp_path: Path, edit) -> Path:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "demo").symlink_to(ROOT / "profiles" / "demo")
+    (tmp_path / "images").symlink_to(ROOT / "images")
+    p = tmp_path / "profiles" / "demo-matrix.toml"
+    p.write_text(edit(DEMO_MATRIX.read_text()))
+    return p
+
+
+AXES = 'axes = [{ name = "depth", values = [1024, 4096] }]'
+
+
+def test_a_matrix_is_every_combination_of_its_axes_and_its_home_is_the_bench_shape(tmp_path):
+    path = _matrix_variant(tmp_path, lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [1024, 4096] },\n'
+                                                          '        { name = "tokens", values = [96, 192] }]\n'
+                                                          'guarded = [{ tokens = 96 }]'))
+    m = load_profile(path).matrix
+    assert [c.key for c in m.cells] == ["depth=1024,tokens=96", "depth=1024,tokens=192", "depth=4096,tokens=96",
+                                        "depth=4096,tokens=192"]
+    assert m.home == "depth=4096,tokens=192"
+    assert [c.role for c in m.cells] == ["guarded", "scored", "guarded", "scored"]
+    llama = load_profile(ROOT / "profiles" / "llama-cpp-matrix.toml").matrix
+    assert llama.home == "test=pp512,depth=512" and len(llama.cells) == 6
+    assert {c.metric for c in llama.cells} == {"prefill_tok_s", "decode_tok_s"}
+
+
+@pytest.mark.parametrize("edit, key, expected", [
+    (lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [1024, 2048] }]'), "matrix.axes",
+     "a cell of the bench's own shape"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [1024, 4096] }]\nguarded = [{ depth = 1024 }, '
+                              '{ depth = 4096 }]'), "matrix.guarded", "at least one scored cell"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [1024, 1024, 4096] }]'), "matrix.axes[0].values",
+     "distinct values"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "test", values = ["a", "b"] }]'), "matrix.axes[0].values",
+     "tables (with a `label`)"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [4096] }]\nguarded = [{ batch = 2 }]'),
+     "matrix.guarded", "axes among depth"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "threads", values = [1, 2] }, { name = "depth", values = [4096] }]'),
+     "matrix.axes", "bench.command to take {threads}"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "tokens", values = [48, 192] }, { name = "depth", values = [4096] }]'),
+     "matrix.axes", "more tokens than bench.short_tokens"),
+    (lambda t: t.replace("[matrix]", '[[gate.guards]]\nname = "g"\ndepth = 128\ntokens = 64\n\n[matrix]'),
+     "gate.guards", "guarded cells"),
+])
+def test_a_broken_matrix_names_the_file_the_key_and_what_was_expected(tmp_path, edit, key, expected):
+    path = _matrix_variant(tmp_path, edit)
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert e.value.key == key, e.value
+    assert expected in e.value.expected and str(path) in str(e.value)
+
+
+def test_a_serving_profile_refuses_a_matrix_and_says_what_measures_it_instead(tmp_path):
+    server = ROOT / "profiles" / "llama-server.toml"
+    (tmp_path / "llama-server").symlink_to(ROOT / "profiles" / "llama-server")
+    (tmp_path / "llama-cpp").symlink_to(ROOT / "profiles" / "llama-cpp")
+    p = tmp_path / "llama-server.toml"
+    p.write_text(server.read_text() + '\n[matrix]\naxes = [{ name = "depth", values = [0] }]\n')
+    with pytest.raises(ProfileError) as e:
+        load_profile(p)
+    assert e.value.key == "matrix" and "console sweep" in e.value.expected
+
+
+def test_receipts_sealed_before_the_serial_correction_rederive_with_independent_pairs():
+    old = {k: v for k, v in asdict(GateRules()).items() if k != "serial"}
+    assert rules_from_dict(old).serial == "none" and GateRules().serial == "lag1"
+    assert load_profile(DEMO).gate.serial == "lag1"

@@ -130,7 +130,7 @@ class SpeedRow:
     """One build's counted reps at one metric and depth, in one round."""
     source: str
     metric: str                 # the profile's bench metric, e.g. decode_tok_s
-    phase: str                  # "timed" | "short" | "guard:<name>"
+    phase: str                  # "timed" | "short" | "guard:<name>" | "cell:<axes>" (a matrix cell)
     depth: int
     build: str
     n: int
@@ -189,9 +189,9 @@ def compare(sources: Sequence[Source]) -> Comparison:
                                str(v.get("outcome")), v.get("tier"), sp.get("gain"), iv[0], iv[1],
                                (sp.get("decision") or {}).get("pairs"), why))
         reps, refused = _counted_values(r)
-        metric = str(r.profile.bench.get("metric", "value"))
         for (build, phase, depth), rs in sorted(reps.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
             key, values = (build, phase, depth), [float(x.value) for x in rs]
+            metric = _metric_of(r, phase)
             if refused[build]:
                 speed.append(SpeedRow(s.label, metric, phase, depth, build, len(values), None, None, None, why,
                                       refused[build]))
@@ -206,6 +206,17 @@ def compare(sources: Sequence[Source]) -> Comparison:
                                   paired, versus, why))
         parity.extend(_parity_rows(s.label, r))
     return Comparison(rounds, speed, parity)
+
+
+def _metric_of(r: Receipt, phase: str) -> str:
+    """The metric a phase's reps measure: a matrix cell's own (cells are lined up across rounds by
+    their phase, which names every axis), else the profile's."""
+    spec = r.profile.matrix
+    if spec is not None and phase.startswith("cell:"):
+        key = phase[len("cell:"):]
+        if any(c.key == key for c in spec.cells):
+            return spec.cell(key).metric
+    return str(r.profile.bench.get("metric", "value"))
 
 
 def _parity_rows(label: str, r: Receipt) -> list[ParityRow]:

@@ -35,10 +35,10 @@ records it), infra 3, implausible and uncheckable 4 (held for review). Noise rec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from console.core import accuracy, adjudication, claims, legacy, sequential, served_tokens, serving, stats
+from console.core import accuracy, adjudication, claims, legacy, matrix, sequential, served_tokens, serving, stats
 from console.core.adjudication import Adjudication, Ruling
 from console.core.figures import finite, shown
 from console.core.parity import DepthStatus, depth_status, versus_main, worst_depth
@@ -393,7 +393,7 @@ def _claim_problems(rep: Rep, bench: Mapping[str, Any], rules: GateRules) -> lis
     announced = rep_.get("shortcut", "none")
     if announced == "seek" and not declared_seek:
         out.append(("claim-seek", f"{label}: announced a seek the profile does not declare"))
-    if declared_seek and rep.phase in ("timed", "short"):
+    if declared_seek and (rep.phase in ("timed", "short") or rep.phase.startswith("cell:")):
         if announced != "seek":
             out.append(("claim-seek", f"{label}: did not announce the seek the profile declares "
                                       f"(shortcut {announced!r}): its depth is unproven"))
@@ -470,8 +470,18 @@ def counted(receipt: Receipt, rules: GateRules) -> Counted:
         # the console's own client timed every token: there is no engine claim to check
         differential = {"checked": False, "why": "measured by the console's load client"}
     else:
-        differential = ruleset(r).differential(valid, problems, rules)
+        differential = ruleset(r).differential(_long_runs(valid, r), problems, rules)
     return Counted(valid, problems, warnings, differential)
+
+
+def _long_runs(valid: dict[tuple[str, str], list[Rep]], r: Receipt) -> dict[tuple[str, str], list[Rep]]:
+    """The runs the short runs' wall-clock differential is checked against: the timed runs, or in a
+    matrix round the runs of its home cell (the bench's own shape, as the short runs are)."""
+    spec = r.profile.matrix
+    if r.kind != "matrix" or spec is None:
+        return valid
+    home = spec.cell(spec.home).phase
+    return {**valid, **{(b, "timed"): valid.get((b, home), []) for b in BUILDS}}
 
 
 def _differential(valid: dict, problems: dict, rules: GateRules) -> dict[str, Any]:
@@ -504,9 +514,12 @@ def _legacy_differential(valid: dict, problems: dict, rules: GateRules) -> dict[
 
 
 def summarize(receipt: Receipt, rules: GateRules) -> dict[str, Figures]:
-    """Per-build figures of the timed reps that count: the same reps the verdict decided on."""
+    """Per-build figures of the timed reps that count: the same reps the verdict decided on (a
+    matrix round's: its home cell's, the bench's own shape; each cell's are in the verdict)."""
     c = counted(receipt, rules)
-    return {b: Figures(**stats.summary(c.values(b))) for b in BUILDS}
+    valid = _long_runs(c.valid, _typed(receipt))
+    return {b: Figures(**stats.summary([float(x.value) for x in valid.get((b, "timed"), []) if x.value is not None]))
+            for b in BUILDS}
 
 
 def _status_problems(rep: Rep) -> list[tuple[str, str]]:
@@ -679,8 +692,10 @@ def decide(receipt: Receipt, rules: GateRules) -> Verdict:
         return stopped
     c = counted(r, rules)
     warnings.extend(c.warnings)
-    if (stopped := _reps_invalid(c, verdict)) is not None:
+    if (stopped := _reps_invalid(c, verdict, _long_runs(c.valid, r))) is not None:
         return stopped
+    if r.kind == "matrix" and r.profile.matrix is not None:
+        return _decide_matrix(r, c, rules, warnings, verdict)
     guard_reasons: list[Reason] = []
     guard_infra: list[Reason] = []
     guards = _check_guards(c, r.lock, rules, guard_reasons, warnings, guard_infra, sealed.guard)
@@ -723,18 +738,19 @@ def _before_timing(r: Receipt, rules: GateRules, parity: dict[str, Any], parity_
     return None
 
 
-def _reps_invalid(c: Counted, verdict: Callable[..., Verdict]) -> Verdict | None:
+def _reps_invalid(c: Counted, verdict: Callable[..., Verdict],
+                  valid: dict[tuple[str, str], list[Rep]]) -> Verdict | None:
     """The verdict when the reps that count cannot be compared: main's invalid, the candidate's
-    claims refused, or too few valid timed reps on a side."""
+    claims refused, or too few valid timed reps (a matrix round's: its home cell's) on a side."""
     if c.problems["main"]:
         main_invalid = [x.prefixed("main invalid: ") for x in c.problems["main"]]
         return verdict("infra", main_invalid + c.problems["candidate"], suppressed="main invalid")
     if c.problems["candidate"]:
         return verdict("rejected", c.problems["candidate"], suppressed="claims refused")
-    short = [b for b in BUILDS if len(c.valid.get((b, "timed"), [])) < 2]
+    short = [b for b in BUILDS if len(valid.get((b, "timed"), [])) < 2]
     if short:
         return verdict("infra", [reason("too-few-reps",
-                                        f"{b}: {len(c.valid.get((b, 'timed'), []))} valid timed rep(s); "
+                                        f"{b}: {len(valid.get((b, 'timed'), []))} valid timed rep(s); "
                                         "at least 2 are needed (the rest failed the node, not the build)",
                                         build=b) for b in short], suppressed="too few valid reps")
     return None
@@ -775,6 +791,95 @@ def _decide_speed(r: Receipt, c: Counted, rules: GateRules, guards: dict[str, An
     if d.state == "none":
         return verdict("none", [sealed.no_change(d, rules)], speed)
     return verdict("undecided", [_undecided(d, speed, rules)], speed)
+
+
+# --- a matrix round: each cell decided at the family's rates, one verdict from them -----------------
+
+def _cell_view(c: Counted, cell: matrix.Cell) -> Counted:
+    """The round's counted reps as one cell sees them: its own reps are its timed reps."""
+    return Counted({(b, "timed"): c.valid.get((b, cell.phase), []) for b in BUILDS}, c.problems, [], c.differential)
+
+
+def _cell_receipt(r: Receipt, cell: matrix.Cell) -> Receipt:
+    """The receipt with the cell's own pin as its frontier (pins are keyed by every axis)."""
+    lock = replace(r.lock, frontier=float(r.lock.cells.get(cell.key) or 0.0),
+                   frontier_slot=str(r.lock.cell_slots.get(cell.key) or ""))
+    return replace(r, lock=lock)
+
+
+def cell_decisions(r: Receipt, c: Counted, rules: GateRules) -> list[tuple[matrix.Cell, sequential.Decision]]:
+    """Each cell's decision so far at the family's rates (the round's stopping rule reads these)."""
+    spec = r.profile.matrix
+    fam = matrix.family_rules(rules, len(spec.cells))
+    design = design_of(fam, ruleset(r).design)
+    out = []
+    for cell in spec.cells:
+        view = _cell_view(c, cell)
+        d = sequential.decide_pairs([log_ratios(view)], design, basis_of(view, _cell_receipt(r, cell).lock, fam),
+                                    rules.bands)
+        d.pending = unresolved_claim(c) if cell.key == spec.home else None
+        out.append((cell, d))
+    return out
+
+
+def matrix_progress(receipt: Receipt, rules: GateRules) -> list[tuple[matrix.Cell, sequential.Decision]] | None:
+    """The matrix round's decisions so far; None once nothing can be decided (claims refused)."""
+    r = _typed(receipt)
+    c = counted(r, rules)
+    if c.problems["main"] or c.problems["candidate"]:
+        return None
+    return cell_decisions(r, c, rules)
+
+
+def _cell_result(r: Receipt, c: Counted, cell: matrix.Cell, fam: GateRules) -> tuple[matrix.CellResult, Speed | None]:
+    view = _cell_view(c, cell)
+    if any(len(view.valid[(b, "timed")]) < 2 for b in BUILDS):
+        return matrix.CellResult(cell.key, cell.axes, cell.role, "open", len(pairs_of(view)), math.nan,
+                                 (-math.inf, math.inf), metric=cell.metric,
+                                 sentence="fewer than two valid runs of a build: not measured"), None
+    rc, said = _cell_receipt(r, cell), []
+    speed, d = _speed(rc, view, fam, said)
+    shifted = ruleset(r).settle(rc, view, d, speed, fam, said)
+    state = "conflict" if d.state == "conflict" or shifted is not None else matrix.state_of(cell, d, fam.min_gain)
+    sentence = (shifted or (_conflict(d, fam) if d.state == "conflict" else None))
+    return matrix.CellResult(
+        cell.key, cell.axes, cell.role, state, d.pairs, d.gain, d.interval, speed.main_median,
+        speed.candidate_median, d.tier if state == "accepted" else None, d.span if state == "accepted" else None,
+        d.basis_interval[0], d.lower_miss, d.upper_miss, cell.metric,
+        sentence.message if sentence is not None else "", tuple(w.message for w in said),
+        matrix.cleared(d, fam.min_gain)), speed
+
+
+def _decide_matrix(r: Receipt, c: Counted, rules: GateRules, warnings: list[Caveat],
+                   verdict: Callable[..., Verdict]) -> Verdict:
+    """Every cell decided at the family's rates (core.matrix), then one verdict by the profile's rule.
+    The verdict's figures are those of the cell its outcome rests on first; every cell is kept."""
+    spec = r.profile.matrix
+    fam = matrix.family_rules(rules, len(spec.cells))
+    results, speeds = [], {}
+    for cell in spec.cells:
+        res, speeds[cell.key] = _cell_result(r, c, cell, fam)
+        results.append(res)
+    fv = matrix.verdict_of(results, spec.rule)
+    lead = next((k for k in (*fv.deciding, spec.home) if speeds.get(k) is not None), None)
+    speed = speeds.get(lead) if lead else None
+    if speed is not None:
+        speed.matrix = {"cells": [x.to_dict() for x in results], "rule": spec.rule, "rule_text": matrix.RULES[spec.rule],
+                        "family": matrix.FAMILY, "cells_n": len(results), "lead": lead, "sentence": fv.sentence,
+                        "false_accept_per_cell": fam.false_accept, "false_slower_per_cell": fam.false_slower}
+    held = [x for k, sp in speeds.items() if sp is not None and (x := _implausible(sp)) is not None]
+    if held:
+        return verdict("implausible", held, speed, would_be_tier=fv.tier)
+    if fv.outcome == "infra":
+        return verdict("infra", [reason("cell-conflict", fv.sentence, build=None)], speed)
+    if fv.outcome == "slower":
+        return verdict("slower", [reason("slower", f"decided: {fv.sentence}")], speed,
+                       slower_rejects=rules.slower == "reject")
+    if fv.outcome == "accepted":
+        return verdict("accepted", [], speed, tier=fv.tier)
+    if fv.outcome == "none":
+        return verdict("none", [reason("no-gain", f"decided: {fv.sentence}")], speed)
+    return verdict("undecided", [reason("undecided", fv.sentence)], speed)
 
 
 def _conflict(d: sequential.Decision, rules: GateRules) -> Reason:

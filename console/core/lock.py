@@ -43,8 +43,8 @@ from console.core.sequential import pair_noise
 from console.core.stats import geometric_bound, median
 from console.core.verdict import VerdictRecord
 
-FRONTIER, GUARD = "frontier", "guard"
-KINDS = (FRONTIER, GUARD)
+FRONTIER, GUARD, CELL = "frontier", "guard", "cell"   # a matrix round's home cell is its frontier
+KINDS = (FRONTIER, GUARD, CELL)
 MIN_REPS = 3                # a single rep is not a measurement
 SIG_DIGITS = 6              # pins keep 6 significant digits; verification compares after the same rounding
 LOCK_FILE = "reference.lock"
@@ -60,33 +60,37 @@ class LockError(ValueError):
 
 @dataclass(frozen=True)
 class Slot:
-    """Every axis a pinned value depends on; two nodes never share a slot."""
+    """Every axis a pinned value depends on; two nodes never share a slot. A matrix cell's slot
+    names its axes too (``axes``: "depth=1024,test=pp512")."""
     profile: str
     node: str
     variant: str            # the build variant measured ("main", or e.g. a quant label)
     metric: str
     depth: int
+    axes: str = ""
 
     @property
     def name(self) -> str:
-        return slot_name(self.profile, self.node, self.variant, self.metric, self.depth)
+        return slot_name(self.profile, self.node, self.variant, self.metric, self.depth, self.axes)
 
 
-def slot_name(profile: str, node: str, variant: str, metric: str, depth: int) -> str:
-    """``<profile>/<node>/<variant>/<metric>/ctx<depth>``."""
+def slot_name(profile: str, node: str, variant: str, metric: str, depth: int, axes: str = "") -> str:
+    """``<profile>/<node>/<variant>/<metric>/ctx<depth>``, and ``/<axes>`` for a matrix cell."""
     for what, v in (("profile", profile), ("node", node), ("variant", variant), ("metric", metric)):
         if not v or "/" in v or '"' in v:
             raise LockError(f"slot {what} {v!r} must be non-empty and contain no '/' or '\"'")
+    if "/" in axes or '"' in axes:
+        raise LockError(f"slot axes {axes!r} must contain no '/' or '\"'")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise LockError(f"slot depth must be a non-negative integer, got {depth!r}")
-    return f"{profile}/{node}/{variant}/{metric}/ctx{depth}"
+    return f"{profile}/{node}/{variant}/{metric}/ctx{depth}" + (f"/{axes}" if axes else "")
 
 
 def parse_slot(name: str) -> Slot:
     parts = name.split("/")
-    if len(parts) != 5 or not parts[4].startswith("ctx") or not parts[4][3:].isdigit():
-        raise LockError(f"slot {name!r} is not <profile>/<node>/<variant>/<metric>/ctx<depth>")
-    s = Slot(parts[0], parts[1], parts[2], parts[3], int(parts[4][3:]))
+    if len(parts) not in (5, 6) or not parts[4].startswith("ctx") or not parts[4][3:].isdigit():
+        raise LockError(f"slot {name!r} is not <profile>/<node>/<variant>/<metric>/ctx<depth>[/<axes>]")
+    s = Slot(parts[0], parts[1], parts[2], parts[3], int(parts[4][3:]), parts[5] if len(parts) == 6 else "")
     if s.name != name:
         raise LockError(f"slot {name!r} is not in canonical form ({s.name!r})")
     return s
@@ -99,6 +103,7 @@ class SlotSpec:
     kind: str
     phase: str              # the rep phase whose main reps give the value
     guard: str | None = None
+    cell: str | None = None     # a matrix cell's key
 
 
 def slots_of(profile: Any) -> dict[str, SlotSpec]:
@@ -109,6 +114,8 @@ def slots_of(profile: Any) -> dict[str, SlotSpec]:
     """
     p = _profile_view(profile)
     variant = p.get("variant", "main")
+    if p.get("matrix"):
+        return _cell_slots(p, variant)
     bench = p["bench"]
     front = Slot(p["name"], p["node"], variant, bench["metric"], int(bench["depth"]))
     specs = {front.name: SlotSpec(front, FRONTIER, "timed")}
@@ -118,6 +125,18 @@ def slots_of(profile: Any) -> dict[str, SlotSpec]:
             raise LockError(f"guard {g['name']!r} at ctx{s.depth} would share slot {s.name} with "
                             f"{specs[s.name].guard or 'the frontier'}; give it its own depth")
         specs[s.name] = SlotSpec(s, GUARD, f"guard:{g['name']}", g["name"])
+    return specs
+
+
+def _cell_slots(p: Mapping[str, Any], variant: str) -> dict[str, SlotSpec]:
+    """A matrix profile: one slot per cell, keyed by every axis; the home cell (the bench's own
+    shape) is the frontier."""
+    m = p["matrix"]
+    specs = {}
+    for cell in m["cells"]:
+        s = Slot(p["name"], p["node"], variant, str(cell["metric"]), int(cell["depth"]), str(cell["key"]))
+        kind = FRONTIER if cell["key"] == m["home"] else CELL
+        specs[s.name] = SlotSpec(s, kind, f"cell:{cell['key']}", cell=str(cell["key"]))
     return specs
 
 
@@ -221,9 +240,12 @@ def node_pins(lock: Mapping[str, Any], profile: Any, node: Fingerprint,
     front = next(n for n, s in specs.items() if s.kind == FRONTIER)
     guards = {s.guard: n for n, s in specs.items() if s.kind == GUARD}
     e = noise.entry
+    cells = {s.cell: n for n, s in specs.items() if s.cell}
     return {"frontier": pins[front].value, "frontier_slot": pins[front].key,
             "guards": {g: pins[n].value for g, n in guards.items()},
             "guard_slots": {g: pins[n].key for g, n in guards.items()},
+            "cells": {c: pins[n].value for c, n in cells.items()},
+            "cell_slots": {c: pins[n].key for c, n in cells.items()},
             "noise_spread": float(e["spread"]) if finite(e.get("spread")) else None,
             "noise_sd": float(e["sd"]) if finite(e.get("sd")) and e["sd"] > 0 else None,
             "noise_df": int(e["df"]) if isinstance(e.get("df"), int) and e["df"] > 0 else None,
@@ -410,7 +432,7 @@ def _decide(name: str, kind: str, old: float, m: Measured, rid: str, at: str, si
             else f"main measured {m.value:g}")
     if old <= 0:
         return c("set", m.value, f"unmeasured; {what}")
-    if kind == FRONTIER:
+    if kind in (FRONTIER, CELL):
         if m.value > old:
             return c("raise", m.value, f"{what} > frontier {old:g}")
         return c("hold", None, f"{what} <= frontier {old:g}; the frontier rises only when a round's measurement "
@@ -617,7 +639,7 @@ def _check_node(t: Mapping[str, Any], rid: str, r: Mapping[str, Any], p: Any) ->
 
 
 def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
-    if r.get("kind") != "round":
+    if r.get("kind") not in ("round", "matrix"):
         return p("wrong-receipt", f"cited receipt is a {r.get('kind')!r} receipt, not a round", rid)
     if r.get("status") != "complete":
         return p("wrong-receipt", f"cited round has status {r.get('status')!r}, not 'complete'", rid)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from console.core.adjudication import Adjudication
 from console.core.figures import finite
+from console.core.matrix import MatrixSpec
 from console.core.untrusted import safe_name
 from console.core.parity import DepthFigures
 from console.core.recorded import plain   # also what the gate and replay import from here
@@ -29,7 +30,9 @@ SCHEMA = "bench-console/receipt/3"     # three outcomes at stated rates, own min
 SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)  # the receipt schemas this version reads
 
 BUILDS = ("main", "candidate")
-KINDS = ("round", "noise", "bisect")     # bisect: a step of `console bisect` (a round of its own experiment)
+# bisect: a step of `console bisect` (a round of its own experiment); matrix: a round over a
+# profile's [matrix] cells (core.matrix)
+KINDS = ("round", "noise", "bisect", "matrix")
 REP_STATUSES = ("ok", "failed", "timeout", "refused", "suspect", "aborted")
 EXCLUDED = ("suspect", "aborted")       # node problems: kept in the receipt, left out of statistics
 BENCH_PHASES = ("short", "timed")       # plus "guard:<name>"; "warmup" and "scored_path" are not timed
@@ -130,8 +133,8 @@ class RepKey:
 
 
 def is_bench_phase(phase: str) -> bool:
-    """Reps whose figures the gate judges: the timed, short and guard runs."""
-    return phase in BENCH_PHASES or phase.startswith("guard:")
+    """Reps whose figures the gate judges: the timed, short, guard and matrix cell runs."""
+    return phase in BENCH_PHASES or phase.startswith(("guard:", "cell:"))
 
 
 @dataclass
@@ -438,6 +441,8 @@ class Pins(_Freezable):
     anchor: float = 0.0
     guards: dict[str, float] = field(default_factory=dict)
     guard_slots: dict[str, str] = field(default_factory=dict)   # guard name -> its lock slot
+    cells: dict[str, float] = field(default_factory=dict)       # a matrix round: cell key -> its pin
+    cell_slots: dict[str, str] = field(default_factory=dict)    # cell key -> its lock slot
     noise_spread: float | None = None   # schema 1: the largest pair deviation of the latest noise round
     noise_sd: float | None = None       # the node's pair noise (log SD), pooled over its noise rounds
     noise_df: int | None = None         # its degrees of freedom
@@ -456,6 +461,8 @@ class Pins(_Freezable):
                    frontier_slot=str(d.get("frontier_slot") or ""), anchor=_finite(d.get("anchor") or 0.0, "anchor"),
                    guards={str(k): _finite(v or 0.0, f"guards.{k}") for k, v in (d.get("guards") or {}).items()},
                    guard_slots={str(k): str(v) for k, v in (d.get("guard_slots") or {}).items()},
+                   cells={str(k): _finite(v or 0.0, f"cells.{k}") for k, v in (d.get("cells") or {}).items()},
+                   cell_slots={str(k): str(v) for k, v in (d.get("cell_slots") or {}).items()},
                    noise_spread=_opt_finite(d.get("noise_spread"), "noise_spread"),
                    noise_sd=_opt_finite(d.get("noise_sd"), "noise_sd"),
                    noise_df=_opt_int(d.get("noise_df")), lock_path=d.get("lock_path"),
@@ -473,10 +480,13 @@ class ProfileRecord(_Freezable):
     bench: dict[str, Any] = field(default_factory=dict)
     parity: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)    # a serving profile's [server]; else empty
+    matrix: MatrixSpec | None = None                        # a matrix profile's cells (core.matrix)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
                "rules": asdict(self.rules), "bench": plain(self.bench), "parity": plain(self.parity)}
+        if self.matrix is not None:
+            out["matrix"] = self.matrix.to_dict()
         return {**out, "server": plain(self.server)} if self.server else out
 
     @classmethod
@@ -487,7 +497,7 @@ class ProfileRecord(_Freezable):
         return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
                    node=str(d.get("node") or ""), rules=_read("rules", _rules, d["rules"]),
                    bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}),
-                   server=dict(d.get("server") or {}))
+                   server=dict(d.get("server") or {}), matrix=MatrixSpec.from_dict(d.get("matrix")))
 
 
 def _rules(d: Mapping[str, Any]) -> GateRules:

@@ -47,10 +47,11 @@ class LookBack:
     prior: list[PriorRound]                 # rounds whose pairs pool with this one, in ledger order
     decided_by: tuple[str, str, str, int] | None  # (ledger id, round id, outcome, its exit code) when decided
     others: list[str]                       # why rounds of the same profile here do not pool
+    pools: bool = True                      # a matrix round's cells pool nothing (each round stands alone)
 
     def decided_sentence(self) -> str:
         rid, round_id, outcome, _ = self.decided_by or ("", "", "", 0)
-        own = "" if any(p.receipt == rid for p in self.prior) else \
+        own = "" if not self.pools or any(p.receipt == rid for p in self.prior) else \
             " (its own pairs changed level mid-round, so they pool with nothing; its outcome stood)"
         return (f"decided by round {round_id} (receipt {rid[:12]}, {outcome}){own}, with {len(self.prior)} round(s) "
                 f"and {sum(len(p.log_ratios) for p in self.prior)} pairs pooled: nothing new was measured or sealed. "
@@ -69,7 +70,7 @@ def look_back(ledger: Mapping[str, Mapping[str, Any]], profile: ProfileRecord, t
         return LookBack([], None, others)
     prior, last = _pooled(ledger, exp, kind)
     decided = last if last is not None and last[2] in DECIDED_OUTCOMES else None
-    return LookBack(prior, decided, others)
+    return LookBack(prior, decided, others, pools=kind != "matrix")
 
 
 def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str, kind: str = "round") -> list[PriorRound]:

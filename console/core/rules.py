@@ -75,6 +75,9 @@ class GateRules:
     settle_pairs: int = 4               # pairs spent, once accepted, to settle the tier's band (then the span is said)
     step_level: float = 0.01            # chance that the step-change check ends an honest round `infra`
     claim_false_refusal: float = 0.001  # chance that a claim check refuses an honest build
+    # "lag1": the confidence sequence widens for the serial correlation the pairs show
+    # (sequential.serial_factors); "none": pairs taken as independent, as receipts sealed before it
+    serial: str = "lag1"
 
 
 
@@ -84,6 +87,7 @@ def rules_from_dict(d: dict[str, Any]) -> GateRules:
     d["bands"] = Bands(**d.get("bands", {}))
     d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
     d["latency"] = tuple(LatencyGuard(**g) for g in d.get("latency", ()))
+    d.setdefault("serial", "none")      # sealed before the correction existed: decided on independent pairs
     return GateRules(**d)
 
 

@@ -90,7 +90,7 @@ def _closed_form(n: int, sx: float, sxx: float, alpha: float, c2: float) -> tupl
     return (mean - half, mean + half)
 
 
-Stats = tuple[int, float, float]      # (n, Σx, Σx²) of one round's log ratios
+Stats = tuple[float, float, float]    # (n, Σx, Σx²) of one round's log ratios
 
 
 def stats_of(xs: Sequence[float]) -> Stats:
@@ -146,23 +146,77 @@ def sequence_at(rounds: Sequence[Stats], alpha: float, c2: float) -> tuple[float
     return (edge(float(inside[0]), -step), edge(float(inside[-1]), step))
 
 
+# --- serially correlated pairs ---------------------------------------------------------------
+#
+# The e-value above assumes independent pairs. Pairs on a VM are not quite: the node's state
+# carries from one pair to the next (more so in a matrix round, where several cells share it).
+# With lag-1 autocorrelation ρ > 0 the mean's variance is about (1 + ρ)/(1 − ρ) times the
+# independent one, so the spread the sequence reads is scaled by that factor, n and the mean kept
+# (``serial = "lag1"``; an effective sample of fewer pairs would also charge the mixture's price
+# for small n again, which at 6–8 pairs leaves nothing decidable). ρ is estimated from the round's own pairs, with the
+# small-sample bias of the lag-1 estimator added back (Kendall: E ρ̂ ≈ ρ − (1 + 4ρ)/n), clipped
+# to [0, SERIAL_MAX]: the correction only ever widens. Measured in benchmarks/decision_quality.py
+# (the ar1 cells); receipts sealed before it re-derive with ``serial = "none"``.
+
+SERIAL_MAX = 0.6
+SERIAL_MIN_PAIRS = 6        # fewer pairs say nothing about their correlation
+
+
+def serial_factors(xs: Sequence[float]) -> np.ndarray:
+    """Entry k: (1 + ρ)/(1 − ρ) for the first k + 1 pairs (1 where no correlation is seen)."""
+    x = np.asarray(xs, dtype=float)
+    n = len(x)
+    out = np.ones(n)
+    if n < SERIAL_MIN_PAIRS:
+        return out
+    k = np.arange(1, n + 1, dtype=float)
+    sx, sxx = np.cumsum(x), np.cumsum(x * x)
+    lag = np.concatenate([[0.0], np.cumsum(x[1:] * x[:-1])])       # Σ_{i<k} x_i x_{i+1}
+    first = np.concatenate([[0.0], sx[:-1]])                        # Σ of all but the last
+    tail = sx - x[0]                                                # Σ of all but the first
+    m = sx / k
+    c0 = sxx - k * m * m
+    c1 = lag - m * (first + tail) + (k - 1) * m * m
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(c0 > 0, c1 / np.where(c0 > 0, c0, 1.0), 0.0)
+    rho = np.clip(rho + (1 + 4 * rho) / k, 0.0, SERIAL_MAX)
+    f = (1 + rho) / (1 - rho)
+    out[SERIAL_MIN_PAIRS - 1:] = f[SERIAL_MIN_PAIRS - 1:]
+    return out
+
+
+def effective(n: float, sx: float, sxx: float, factor: float) -> Stats:
+    """(n, Σx, Σx²) of ``n`` pairs with the spread about their mean scaled by ``factor``: the
+    variance of the mean of correlated pairs, as the sequence reads it (n and the mean are kept)."""
+    if factor <= 1.0 or n < 2:
+        return (n, sx, sxx)
+    m = sx / n
+    ss = max(sxx - sx * m, 0.0)
+    return (n, sx, factor * ss + n * m * m)
+
+
 def running_sequence(rounds: Sequence[Sequence[float]], alpha: float, c2: float,
-                     min_pairs: int = 2, own_minimum: bool = False) -> list[tuple[float, float]]:
+                     min_pairs: int = 2, own_minimum: bool = False,
+                     serial: str = "none") -> list[tuple[float, float]]:
     """The sequence after each pair of the last round (earlier rounds whole), intersected
     over n: entry k is the set after the last round's (k+1)-th pair. Looks before
     ``min_pairs`` pairs are skipped (the set is unbounded there anyway): pairs in all, or with
     ``own_minimum`` this round's own pairs, so a rerun never stops on its earlier rounds alone.
-    An intersection that has become empty (lower end above upper end) is returned as it is."""
+    An intersection that has become empty (lower end above upper end) is returned as it is.
+    ``serial = "lag1"`` widens each round's set for the correlation its own pairs show."""
     rounds = [list(r) for r in rounds] or [[]]
-    before = [stats_of(r) for r in rounds[:-1]]
+    lag1 = serial == "lag1"
+    before = [effective(*stats_of(r), serial_factors(r)[-1]) if lag1 and r else stats_of(r) for r in rounds[:-1]]
     last = np.asarray(rounds[-1], dtype=float)
+    factors = serial_factors(last) if lag1 else np.ones(len(last))
     prior_n = 0 if own_minimum else sum(n for n, _, _ in before)
     sx, sxx = np.cumsum(last), np.cumsum(last * last)
     out: list[tuple[float, float]] = []
     lo, hi = -math.inf, math.inf
     for k in range(1, len(last) + 1):
         if prior_n + k >= min_pairs:
-            a, b = sequence_at(before + [(k, float(sx[k - 1]), float(sxx[k - 1]))], alpha, c2)
+            now = effective(k, float(sx[k - 1]), float(sxx[k - 1]), float(factors[k - 1]))
+            a, b = sequence_at(before + [now], alpha, c2)
             if math.isnan(a):
                 return out + [(math.nan, math.nan)] * (len(last) - k + 1)
             lo, hi = max(lo, a), min(hi, b)
@@ -188,13 +242,14 @@ class Design:
     mixture: float = 1.0            # c²
     false_slower: float = 0.01      # chance of calling ``slower`` a candidate that is not slower
     rules: int = 3
+    serial: str = "none"            # "lag1": widened for the pairs' serial correlation (see serial_factors)
 
     @classmethod
     def of(cls, rules: Any, version: int = 3) -> "Design":
         return cls(false_accept=rules.false_accept, miss=rules.miss, significance=rules.significance,
                    min_gain=rules.min_gain, min_pairs=rules.min_pairs, max_pairs=rules.max_pairs,
                    mixture=rules.mixture, false_slower=getattr(rules, "false_slower", rules.false_accept),
-                   rules=version)
+                   rules=version, serial=getattr(rules, "serial", "none"))
 
 
 @dataclass(frozen=True)
@@ -285,7 +340,8 @@ def trajectory(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, 
     own = design.rules >= 3
 
     def seq(level: float) -> list[tuple[float, float]]:
-        return running_sequence(rounds, level, design.mixture, design.min_pairs, own_minimum=own)
+        return running_sequence(rounds, level, design.mixture, design.min_pairs, own_minimum=own,
+                                serial=design.serial)
     seq_a, seq_b = seq(design.false_accept), seq(design.miss)
     seq_s = seq_a if design.false_slower == design.false_accept or not own else seq(design.false_slower)
     before = [x for r in rounds[:-1] for x in r]

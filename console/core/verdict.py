@@ -160,7 +160,7 @@ class NoiseReport:
         return cls(**read_keys(cls, d))
 
 
-_SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs", "shift")
+_SEQUENTIAL_KEYS = ("method", "decision", "preview", "node_noise", "pair_sd", "needed_pairs", "shift", "matrix")
 
 
 @dataclass
@@ -202,6 +202,9 @@ class Speed:
     pair_sd: float | None = None                # this round's pair noise (log SD)
     needed_pairs: int | None = None             # undecided: about how many pairs in all would decide
     shift: dict[str, Any] | None = None         # schema 3: the step change that ended the round (Shift.to_dict)
+    # a matrix round: every cell's decision (core.matrix.CellResult.to_dict), the family's method and
+    # rule, and which cells the outcome rests on; the figures above are those of the first of them
+    matrix: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -12,9 +12,9 @@ import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, ClassVar
 
-from pydantic import Field, Strict, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationInfo
 from pydantic.functional_validators import AfterValidator
 from pydantic_core import PydanticCustomError, core_schema
 
@@ -153,3 +153,15 @@ def loading(info: ValidationInfo) -> bool:
     """True while a profile file is read: the checks that need its directory or that the file
     itself must satisfy run then, not when a spec is built in code."""
     return bool(info.context and "base" in info.context)
+
+
+class Table(BaseModel):
+    """A profile table whose keys are declared with these kinds; unknown keys are refused."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    RULES: ClassVar[type] = dict         # the core type a rules table becomes
+
+    def fields(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in type(self).model_fields}
+
+    def rules(self) -> Any:
+        return self.RULES(**self.fields())

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..results.store import read_capped
 from .spec import Profile
-from .tables import ProfileFile
+from .tables import ProfileFile, matrix_spec
 
 MAX_PROFILE_BYTES = 1 << 20     # a profile is a few KB; a device or a huge file is not one
 
@@ -60,7 +60,7 @@ def _profile(f: ProfileFile, path: Path, sha256: str, data: dict[str, Any]) -> P
         image=f.image, run=run, bench=f.bench, parity=f.parity, reference=reference, gate=f.gate.rules(),
         health=f.health.rules(), preflight=f.preflight.rules(), queue=f.queue.rules(),
         harness=f.harness, model=f.model.files, accuracy=f.accuracy, adjudication=f.adjudication,
-        server=f.server)
+        server=f.server, matrix=matrix_spec(f) if f.matrix is not None else None)
 
 
 @cache

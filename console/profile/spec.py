@@ -20,6 +20,7 @@ from pydantic import ConfigDict, ValidationInfo, WithJsonSchema, model_validator
 from pydantic.dataclasses import dataclass
 
 from ..core.health import HealthRules, PreflightRules
+from ..core.matrix import MatrixSpec
 from ..core.queue import QueueRules
 from ..core.receipt import ProfileRecord
 from ..core.rules import GateRules, Guard
@@ -451,6 +452,7 @@ class Profile:
     accuracy: AccuracySpec | None = None            # [accuracy]: the task accuracy stage
     adjudication: AdjudicationSpec | None = None    # [adjudication]: how borderline KL is settled
     server: Any = None              # [server] (profile.serving.ServerSpec): a serving profile's server and load
+    matrix: MatrixSpec | None = None    # [matrix]: the cells of a matrix round (core.matrix)
 
     @property
     def dir(self) -> Path:
@@ -469,7 +471,8 @@ class Profile:
         """What a receipt keeps of the profile: its hash and the rules and specs in force."""
         return ProfileRecord(name=self.name, path=self.path, sha256=self.sha256, node=self.node,
                              rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity),
-                             server=asdict(self.server) if self.server is not None else {})
+                             server=asdict(self.server) if self.server is not None else {},
+                             matrix=self.matrix)
 
     def metric_of(self, guard: Guard | None) -> str:
         return (guard.metric if guard is not None and guard.metric else "") or self.bench.metric

@@ -5,29 +5,19 @@ and their defaults are the core's own (``GateRules()`` and the like): one source
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ..core.health import HealthRules, PreflightRules
 from ..core.queue import QueueRules
 from ..core.rules import Bands, GateRules, Guard, LatencyGuard
 from ..core.serving import LATENCIES
-from .checks import RATE, Bool, Int, Num, Str, Strs, key, refuse, within
+from .checks import RATE, Bool, Int, Num, Str, Strs, Table, key, refuse, within
+from .matrix import MatrixTable, problem as matrix_problem, spec_of
 from .serving import ServerSpec, scored_problem
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
                    ReferenceSpec, RunSpec, Source)
-
-
-class Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    RULES: ClassVar[type] = dict         # the core type a rules table becomes
-
-    def fields(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in type(self).model_fields}
-
-    def rules(self) -> Any:
-        return self.RULES(**self.fields())
 
 
 class EngineTable(Table):
@@ -137,6 +127,9 @@ class GateTable(Table):
         "a candidate decided slower than main: rejected (exit 1) or recorded (exit 0)")] = "reject"
     claim_false_refusal: Annotated[Num, within(1e-9, 0.2), key(
         "chance that a claim check refuses an honest build")] = _G.claim_false_refusal
+    serial: Annotated[Literal["lag1", "none"], key(
+        "lag1: the decision widens for the serial correlation its pairs show; none: pairs taken as "
+        "independent")] = "lag1"
 
     @model_validator(mode="before")
     @classmethod
@@ -260,6 +253,8 @@ class ProfileFile(Table):
     accuracy: Annotated[AccuracySpec | None, key("the task accuracy stage")] = None
     adjudication: Annotated[AdjudicationSpec | None, key("how borderline KL is settled")] = None
     server: Annotated[ServerSpec | None, key("a serving profile: the engine's server and the load that times it")] = None
+    matrix: Annotated[MatrixTable | None, key(
+        "a matrix round: the shapes measured and decided together, and the verdict's rule")] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -285,4 +280,30 @@ class ProfileFile(Table):
             raise refuse("expected a [server] table exactly when bench.mode = 'serve'", "bench.mode")
         if self.server is not None and (bad := scored_problem(self.bench.metric)):
             raise refuse(bad, "bench.metric")
+        if self.matrix is not None:
+            self._matrix_fits()
         return self
+
+    def _matrix_fits(self) -> None:
+        if self.server is not None:
+            raise refuse("expected no [matrix] in a serving profile: a serving matrix is not supported yet "
+                         "(`console sweep` measures a serving profile over load levels)", "matrix")
+        if self.gate.guards:
+            raise refuse("expected no [[gate.guards]] beside a [matrix]: guarded cells (matrix.guarded) "
+                         "take their place", "gate.guards")
+        spec = matrix_spec(self)
+        placeholders = {part[1:-1] for arg in self.bench.command for part in _braced(arg)}
+        if (bad := matrix_problem(spec, placeholders, self.bench.short_tokens)) is not None:
+            raise refuse(bad[1], f"matrix.{bad[0]}")
+
+
+def _braced(arg: str) -> list[str]:
+    import re
+    return re.findall(r"\{[a-z_]+\}", arg)
+
+
+def matrix_spec(f: ProfileFile) -> Any:
+    """The cells of a profile's [matrix] over its bench's own shape (core.matrix.MatrixSpec)."""
+    b = f.bench
+    defaults = {"depth": b.depth, "tokens": b.tokens, "metric": b.metric, "threads": f.run.threads, "fill": b.fill}
+    return spec_of(f.matrix, defaults)

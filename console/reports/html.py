@@ -17,6 +17,7 @@ from ..core import gate
 from ..core.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.rules import Bands
 from ..core.verdict import VerdictRecord
+from .matrix import axes_of, cells_of, row_of, summary_line as matrix_summary
 from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
@@ -157,9 +158,13 @@ def _round_section(i: int, r: Receipt, v: VerdictRecord, numbered: bool) -> str:
               "Every bench run in the order it ran: filled markers finished ok (the claim checks may still "
               "refuse them: see the reasons above), hollow ones were marked suspect or aborted (left out of "
               "every statistic), crosses failed or were refused."),
-             ("Paired gains and the decision", _pairs_plot(r, v),
-              "Candidate / main per pair, as the gate pairs the counted timed reps; the decision's interval "
-              "is drawn over the profile's tier bands."),
+             *([("Matrix: each cell's gain", _matrix_plot(v),
+                 "Each cell's paired gain (colour: green faster, red slower), its interval at the cell's "
+                 "false-accept rate (the family's rate split over the cells), its pairs and its outcome. "
+                 + matrix_summary(v.to_dict()))] if cells_of(v.to_dict()) else
+               [("Paired gains and the decision", _pairs_plot(r, v),
+                 "Candidate / main per pair, as the gate pairs the counted timed reps; the decision's interval "
+                 "is drawn over the profile's tier bands.")]),
              ("Parity per depth", _parity_plot(r),
               "Mean KL and top-1 agreement against the reference at each context depth, with the profile's bars."),
              ("Telemetry by rep", _telemetry_plot(r),
@@ -202,7 +207,8 @@ def _missing(why: str) -> str:
 
 
 def _phase(rep: Rep) -> str:
-    return "guard" if rep.phase.startswith("guard:") else rep.phase
+    """guard and matrix cell runs are drawn as guard and timed runs."""
+    return "guard" if rep.phase.startswith("guard:") else "timed" if rep.phase.startswith("cell:") else rep.phase
 
 
 def _unit(metric: str) -> str:
@@ -350,6 +356,33 @@ def _pairs_plot(r: Receipt, v: VerdictRecord) -> str:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.14, 1))
     ax.set(xlabel="pair (A B B A order)", ylabel="candidate over main (%)")
     ax.set_title(f"{n} paired gains", loc="left")
+    return _svg(fig)
+
+
+def _matrix_plot(v: VerdictRecord) -> str:
+    """A heat map of the cells: the first varying axis across, the other axes' values down."""
+    from matplotlib.colors import TwoSlopeNorm
+    cells = cells_of(v.to_dict())
+    axes = axes_of(cells)
+    across = axes[-1]
+    cols = list(dict.fromkeys(str(c["axes"].get(across)) for c in cells))
+    down = lambda c: ", ".join(f"{a}={c['axes'].get(a)}" for a in axes if a != across) or "all"  # noqa: E731
+    rows = list(dict.fromkeys(down(c) for c in cells))
+    grid = [[math.nan] * len(cols) for _ in rows]
+    fig, ax = _figure(1.6 + 2.2 * len(cols), 0.9 + 1.0 * len(rows))
+    ax = ax[0][0]
+    for c in cells:
+        i, j = rows.index(down(c)), cols.index(str(c["axes"].get(across)))
+        row = row_of(c, axes)
+        grid[i][j] = 100 * row["gain"] if row["gain"] is not None else math.nan
+        iv = "[" + ", ".join("…" if x is None else f"{100 * x:+.1f}" for x in (row["low"], row["high"])) + "]"
+        gain = "n/a" if row["gain"] is None else f"{100 * row['gain']:+.1f} %"
+        said = f"{row['outcome']}" + (f" {row['tier']}" if row["tier"] else "")
+        ax.text(j, i, f"{gain}\n{iv}\n{said}, {row['pairs']} pairs", ha="center", va="center", fontsize=8)
+    top = max([abs(x) for r_ in grid for x in r_ if math.isfinite(x)] + [1.0])
+    ax.imshow(grid, cmap="RdYlGn", norm=TwoSlopeNorm(0.0, -top, top), aspect="auto")
+    ax.set_xticks(range(len(cols)), [f"{across}={x}" for x in cols])
+    ax.set_yticks(range(len(rows)), rows)
     return _svg(fig)
 
 

@@ -27,6 +27,7 @@ from console.core.untrusted import loads
 from console.core.sequential import Preview
 from console.core.verdict import VerdictRecord
 from console.engine.buildkey import built_by
+from console.reports.matrix import cells_of
 
 EXIT_REPLAY_ABORTED = 130
 MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
@@ -266,6 +267,10 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     d = (verdict.get("speed") or {}).get("decision")
     if isinstance(d, Mapping):  # where the round's last look left it (the verdict's own decision)
         yield ev.DecisionStep.of(d, at=t)
+    if cells := cells_of(verdict):  # a matrix round: its cells as the verdict decided them
+        yield ev.CellsStep(pair=max(int(c.get("pairs") or 0) for c in cells), at=t,
+                           cells=[{k: c.get(k) for k in ("key", "role", "state", "pairs", "gain", "interval", "tier")}
+                                  for c in cells])
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
     end = _epoch(r.ended_at, t)

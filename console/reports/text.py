@@ -6,6 +6,7 @@ no cursor movement, colour only on a terminal and never when NO_COLOR is set.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -18,6 +19,8 @@ from ..core.progress import Tracker, build_how, build_step, duration
 from ..core.adjudication import Adjudication
 from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt
 from ..core.verdict import OUTCOMES, Reason, VerdictRecord, stage_of
+from .matrix import cells_of, matrix_table, summary_line
+from .tables import Table, render
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
 HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",
@@ -174,13 +177,17 @@ class LineReporter:
             iv = s.get("interval") or [None, None]
             iv_txt = f"[{iv[0]:+.2%}, {iv[1]:+.2%}]" if None not in iv else "n/a"
             basis = f", basis {s['basis']:+.2%} ({s.get('basis_kind', '')})" if s.get("basis") is not None else ""
-            lines.append(f"  candidate {s.get('candidate_median', 0):.2f} vs frontier {s.get('frontier', 0):.2f} "
+            lead = f"cell [{s['matrix']['lead']}]: " if s.get("matrix") else ""
+            lines.append(f"  {lead}candidate {s.get('candidate_median', 0):.2f} vs frontier {s.get('frontier', 0):.2f} "
                          f"({s.get('frontier_source', '')}): gain {s['gain']:+.2%}, interval {iv_txt}{basis}")
             if s.get("decision"):
                 d = s["decision"]
                 pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
                 lines.append(f"  {d['pairs']} pairs{pooled}, {s.get('method', '')}; levels "
-                             f"{1 - s.get('confidence', 0.99):.0%} false accept")
+                             f"{1 - s.get('confidence', 0.99):.2g} false accept")
+        if cells_of(v):
+            lines.append("  " + summary_line(v))
+            lines += ["  " + x for x in table_text(matrix_table(v)).splitlines()[1:]]
         n = s.get("noise") or {}
         if n.get("sd") is not None:
             lines.append(f"  pair noise SD {n['sd']:.2%} (95% {n['lower']:.2%}–{n['upper']:.2%}) over {n['pairs']} pairs; "
@@ -211,6 +218,7 @@ _LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
     ev.RepDone: LineReporter._rep_done,
     ev.PlanReady: LineReporter._plan_ready,
     ev.DecisionStep: lambda self, e: "decision: " + decision_text(e),
+    ev.CellsStep: lambda self, e: f"cells after pair {e.pair}: " + " · ".join(cell_text(c) for c in e.cells),
     ev.SweepLevel: lambda self, e: self._c("level " + e.sentence, "blue"),
     ev.VerdictReady: LineReporter._verdict_ready,
     ev.RoundEnded: LineReporter._round_ended,
@@ -238,6 +246,21 @@ def decision_text(e: "ev.DecisionStep") -> str:
     state = e.state if e.state != "accepted" else f"accepted {e.tier}" + (
         f" (spans {e.span[0]}–{e.span[-1]})" if e.span else "")
     return f"{e.pairs}{pooled} pairs, gain {gain} {shown}: {state}"
+
+
+def cell_text(c: Mapping[str, Any]) -> str:
+    """One cell of a matrix round's look: its key, state, gain and interval."""
+    iv = c.get("interval") or [None, None]
+    shown = "[" + ", ".join("…" if x is None else f"{x:+.1%}" for x in iv) + "]"
+    gain = "n/a" if c.get("gain") is None else f"{c['gain']:+.1%}"
+    state = c.get("state", "?") + (f" {c['tier']}" if c.get("tier") and c.get("state") == "accepted" else "")
+    return f"[{c.get('key')}] {state} {gain} {shown} ({c.get('pairs', 0)} pairs)"
+
+
+def table_text(t: Table) -> str:
+    buf = io.StringIO()
+    render([t], "table", buf)
+    return buf.getvalue()
 
 
 class JsonLinesReporter:
@@ -302,6 +325,10 @@ def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
     lines += [f"- {reason.message}" for reason in verdict.reasons]
     lines += [f"- warning: {w.message}" for w in verdict.warnings]
     lines += _decision_lines(r, verdict)
+    if cells_of(verdict.to_dict()):     # a matrix round: every cell, as the exports show it
+        buf = io.StringIO()
+        render([matrix_table(verdict.to_dict())], "md", buf)
+        lines += ["", summary_line(verdict.to_dict()), "", *buf.getvalue().splitlines()[2:]]
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
     for b in BUILDS:

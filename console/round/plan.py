@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..profile import Profile, Source
 from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
 from ..engine.sources import sha256_path as sha256_file
-from .kinds import Compare, Kind, named
+from .kinds import Compare, Kind, Matrix, named
 
 DOC_NAME = "document.tok"
 
@@ -41,6 +41,8 @@ class RoundConfig:
     def __post_init__(self) -> None:
         if isinstance(self.kind, str):
             self.kind = named(self.kind)
+        if isinstance(self.kind, Compare) and self.profile.matrix is not None:
+            self.kind = Matrix()        # a round of a matrix profile measures and decides every cell
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Item:
     context: str
     metric: str = ""                # "" = the profile's bench.metric
     repeat: int = 1                 # timed sections in the one run (bench.min_seconds, core.sizing)
+    args: tuple[tuple[str, str], ...] = ()  # a matrix cell's other placeholders (threads, fill)
 
     @property
     def label(self) -> str:
@@ -91,6 +94,16 @@ def timed_pair(p: Profile, k: int, start: int, repeat: int = 1) -> list[Item]:
     ones (A B B A …), so linear drift cancels over pairs."""
     order = ["main", "candidate"] if k % 2 == 0 else ["candidate", "main"]
     return _items(p, "timed", order, start, p.bench.depth, p.bench.tokens, first=k, repeat=repeat)
+
+
+def cell_pair(p: Profile, cells: list[Any], k: int, start: int, repeat: int = 1) -> list[Item]:
+    """The k-th pair of a matrix round over ``cells`` (core.matrix.Cell, in the order they run this
+    pair): each cell's two reps adjacent, main first on even pairs (A B, then B A), so each cell's
+    own pairs cancel linear drift as a one-cell round's do."""
+    order = ["main", "candidate"] if k % 2 == 0 else ["candidate", "main"]
+    ctx = "seek" if p.bench.shortcut == "seek" else "doc"
+    return [Item(b, cell.phase, k, start + 2 * i + j, cell.depth, cell.tokens, ctx, cell.metric, repeat, cell.args)
+            for i, cell in enumerate(cells) for j, b in enumerate(order)]
 
 
 def schedule_tail(p: Profile, start: int) -> list[Item]:

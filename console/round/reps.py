@@ -76,7 +76,7 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: ev.Emit) -> tuple[Rep, Pat
     else:
         argv = fill(p.bench.command, p, depth=str(item.depth), tokens=str(item.tokens), context=item.context,
                     doc=f"{INPUTS_ROOT}/{DOC_NAME}", out=OUT_ROOT, metric=item.metric or p.bench.metric,
-                    repeat=str(item.repeat))
+                    repeat=str(item.repeat), **dict(item.args))
         # The runtime opens the telemetry window when the engine starts and closes it when it
         # exits: container start and teardown are the apparatus, not a neighbour.
         res = b.rt.run(b.builds[item.build], argv, src_dir=b.src_dirs[item.build], inputs_dir=b.inputs,

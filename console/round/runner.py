@@ -36,6 +36,7 @@ from .node import backend, check_backend, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
 from .reps import Bench
 from .measure import measure_of
+from .cells import CellPairs
 from .speed import Speed
 
 
@@ -311,7 +312,10 @@ class Round(Lifecycle):
         return bool((self._ref_meta or {}).get("same_as_main"))
 
     def speed_stage(self) -> Speed:
-        return Speed(self.cfg, self.emit, self.notice, self.check_abort, self._look)
+        stage = Speed(self.cfg, self.emit, self.notice, self.check_abort, self._look)
+        if self.kind.per_cell:      # a matrix round: pairs over its open cells
+            CellPairs(stage)
+        return stage
 
     def seal_verdict(self, receipt: Receipt) -> None:
         """The verdict (the gate's alone), then seal, reports and the lock."""

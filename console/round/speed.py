@@ -26,6 +26,9 @@ class Speed:
         self.cfg, self.p = cfg, cfg.profile
         self._emit, self._notice, self._check_abort, self._look = emit, notice, check_abort, look
         self.claims_refused = False     # set by timed_pairs when it stopped on refused claims
+        # the phase whose runs the timed path's check reads (a matrix round: its home cell's, the
+        # bench's own shape, whose inputs and depth main's first timed rep shares)
+        self.long_phase = "timed"
 
     def run(self, b: Bench, receipt: Receipt) -> dict[str, list[tuple[Rep, Path]]]:
         """Warm-up, timed pairs until decided, the tail (guards); returns the timed runs' outputs by
@@ -44,7 +47,7 @@ class Speed:
 
         def record(rep: Rep, out_dir: Path) -> None:
             receipt.reps.append(rep)
-            if rep.phase == "timed" and rep.status in ("ok", "suspect"):
+            if rep.phase == self.long_phase and rep.status in ("ok", "suspect"):
                 timed_outputs.setdefault(rep.build, []).append((rep, out_dir))
 
         def run(items: list[Item]) -> None:

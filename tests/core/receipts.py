@@ -190,3 +190,27 @@ OUTCOME_RECEIPTS = {
         guards={"decode_ctx128": (_scaled(MAIN[:3], 1.3), _scaled(MAIN[:3], 7))}),
     "uncheckable": lambda: make_receipt(cand_parity=depth_figures(ref_entropy=math.log(VOCAB))),
 }
+
+
+# --- a matrix round ------------------------------------------------------------------------------
+
+def make_matrix_receipt(cells: dict[int, tuple[Sequence[float], Sequence[float]]], *, home: int = 4096,
+                        guarded: Sequence[int] = (), rule: str = "any", rules: GateRules | None = None,
+                        lock: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A matrix round over depths: ``cells`` maps each cell's depth to (main, candidate) values, run
+    A B / B A per pair; the short runs are the home cell's shape. No timed phase: the cells are."""
+    rules = rules or default_rules(guards=())
+    main, cand = cells[home]
+    r = make_receipt(main=main, cand=cand, rules=rules, lock=lock or {"frontier": 0.0, "anchor": 0.0})
+    r["kind"] = "matrix"
+    reps = [x for x in r["reps"] if x["phase"] != "timed"]
+    for depth, (m, c) in cells.items():
+        reps += _interleave(f"cell:depth={depth}", m, c, len(reps), depth=depth)
+    r["reps"] = reps
+    r["profile"]["name"] = "demo-matrix"
+    r["profile"]["matrix"] = {
+        "axes": ["depth"], "home": f"depth={home}", "rule": rule, "family": "bonferroni",
+        "cells": [{"key": f"depth={d}", "axes": [["depth", str(d)]], "depth": d, "tokens": 192,
+                   "metric": "decode_tok_s", "args": [], "role": "guarded" if d in guarded else "scored"}
+                  for d in cells]}
+    return r

@@ -227,3 +227,22 @@ def test_a_step_in_the_pairs_is_found_and_level_pairs_rarely_are():
 def test_planning_counts_a_regression_as_decidable():
     assert S.pairs_to_decide(-0.20, 0.03, DESIGN) is not None
     assert S.pairs_to_decide(-0.20, 0.03, DESIGN) <= S.pairs_to_decide(-0.05, 0.03, DESIGN)
+
+
+# --- serially correlated pairs -----------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-0.2, 0.2), min_size=2, max_size=40))
+def test_the_serial_correction_only_ever_widens(xs):
+    plain = S.running_sequence([xs], 0.01, 1.0, serial="none")
+    lag1 = S.running_sequence([xs], 0.01, 1.0, serial="lag1")
+    for (a, b), (c, d) in zip(plain, lag1):
+        assert c <= a + 1e-12 and d >= b - 1e-12
+
+
+def test_correlated_pairs_widen_the_interval_and_alternating_ones_do_not():
+    trend = [0.05 + 0.01 * math.sin(k / 3) for k in range(24)]       # slow wander: positively correlated
+    assert S.serial_factors(trend)[-1] > 1.5
+    flip = [0.05 + (0.01 if k % 2 else -0.01) for k in range(24)]     # negatively correlated: no credit taken
+    assert S.serial_factors(flip)[-1] == 1.0
+    assert (S.serial_factors(trend)[:S.SERIAL_MIN_PAIRS - 1] == 1.0).all()

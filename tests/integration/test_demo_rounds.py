@@ -24,12 +24,18 @@ from .rounds import codes, verdict_of
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: str = "docker"):
+DEMO_MATRIX = DEMO_PROFILE.parent / "demo-matrix.toml"
+
+
+def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: str = "docker",
+             profile_path: Path = DEMO_PROFILE):
     """A demo round of ``candidate`` against main; ``None``: a noise round (main against itself).
-    ``reps``: timed pairs at most (None: the profile's budget); a round stops once decided."""
+    ``reps``: timed pairs at most (None: the profile's budget); a round stops once decided.
+    With the demo-matrix profile it is a matrix round (its lock beside the demo's)."""
     from console.results import lockfile
-    profile = load_profile(DEMO_PROFILE)
-    lock = lockfile.ensure(out / "reference.lock", profile)
+    profile = load_profile(profile_path)
+    lock = lockfile.ensure(out / f"{profile.name}.lock", profile) if profile.matrix else \
+        lockfile.ensure(out / "reference.lock", profile)
     main = sources.parse_spec(str(DEMO_MAIN))
     patch = Path(candidate) if candidate and candidate.endswith(".patch") else DEMO_CANDIDATES / f"{candidate}.patch"
     cand = main if candidate is None else ("patch", str(patch))
@@ -42,15 +48,16 @@ def run_demo(candidate: str | None, out: Path, reps: int | None = 3, runtime: st
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, base_image):
-    """The node's noise first (it sizes significance), then five rounds in one ledger, then a
-    rerun of the regression (decided already: it measures nothing)."""
+    """The node's noise first (it sizes significance), then four rounds and a matrix round (the
+    mixed candidate: faster at depth 1024, slower at 4096) in one ledger, then a rerun of the
+    matrix round's regression (decided already: it measures nothing)."""
     out = tmp_path_factory.mktemp("ledger")
     rounds = {"node-noise": run_demo(None, out, reps=6)}
     # a round stops once decided, or once a build's claims are refused (inflate, fake-seek)
-    budget = {"fast": None, "noise": 4, "inflate": None, "fake-seek": None, "slower": None}
-    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3))
-                   for c in ("fast", "noise", "inflate", "fake-seek", "slower")})
-    rounds["slower-again"] = run_demo("slower", out, reps=None)
+    budget = {"fast": None, "noise": 4, "inflate": None, "fake-seek": None}
+    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3)) for c in ("fast", "noise", "inflate", "fake-seek")})
+    rounds["mixed"] = run_demo("mixed", out, reps=None, profile_path=DEMO_MATRIX)
+    rounds["mixed-again"] = run_demo("mixed", out, reps=None, profile_path=DEMO_MATRIX)
     return out, rounds
 
 
@@ -120,13 +127,38 @@ def test_noise_never_earns_a_tier(shared):
     assert codes(v) & {"no-gain", "undecided"}
 
 
+def test_a_matrix_round_calls_a_regression_in_one_cell_slower_and_still_shows_the_gain_in_another(shared, capsys):
+    out, rounds = shared
+    rnd, events = rounds["mixed"]
+    v = verdict_of(events)
+    assert rnd.receipt["kind"] == "matrix" and v["outcome"] == "slower" and rnd.exit_code == 1, v
+    cells = {c["key"]: c for c in v["speed"]["matrix"]["cells"]}
+    assert cells["depth=4096"]["state"] == "slower" and cells["depth=4096"]["interval"][1] < 0
+    assert cells["depth=1024"]["state"] != "slower" and cells["depth=1024"]["gain"] > 0
+    # every cell's pairs are in the receipt, each cell's builds adjacent, main first on even pairs
+    for key, c in cells.items():
+        reps = sorted((x for x in rnd.receipt["reps"] if x["phase"] == f"cell:{key}" and x["status"] == "ok"),
+                      key=lambda x: x["position"])
+        assert len({(x["build"], x["index"]) for x in reps}) >= 2 * c["pairs"]
+        assert [(x["build"], x["index"]) for x in reps[:4]] == [("main", 0), ("candidate", 0), ("candidate", 1),
+                                                               ("main", 1)]
+    steps = [e for e in events if isinstance(e, ev.CellsStep)]
+    assert steps and {c["key"] for c in steps[-1].cells} == set(cells)
+    assert v["parity"]["timed_path"]["status"] == "pass"      # the home cell's runs, against main's
+    assert cli_main(["verdict", str(rnd.receipt_path), "--format", "md"]) == 1
+    shown = capsys.readouterr().out
+    assert "| depth | metric | role | main | candidate | gain | low | high | pairs | outcome | tier |" in shown
+    lock = store.read_lock(out / "demo-matrix.lock")
+    assert {k.split("/")[-1] for k in lock["baselines"]} == {"depth=1024", "depth=4096"}
+
+
 def test_a_regression_is_decided_slower_and_a_rerun_measures_nothing(shared):
     out, rounds = shared
-    rnd, events = rounds["slower"]
+    rnd, events = rounds["mixed"]
     v = verdict_of(events)
     assert v["outcome"] == "slower" and rnd.exit_code == 1 and v["tier"] is None, v
     assert v["speed"]["gain"] < 0 and v["speed"]["decision"]["upper_slower"] < 0
-    again, again_events = rounds["slower-again"]
+    again, again_events = rounds["mixed-again"]
     ended = again_events[-1]
     assert isinstance(ended, ev.RoundEnded) and ended.status == "decided" and ended.receipt_path is None
     assert again.exit_code == 1                         # the regression still fails the job that reruns it

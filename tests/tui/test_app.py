@@ -12,6 +12,7 @@ from console.reports.replay import ListSource
 from console.tui.app import EXIT_QUIT_DURING_ROUND, ConsoleApp
 from console.tui.screens.viewers import LogScreen, ReceiptScreen
 from console.tui.widgets.builds import BuildPanel
+from console.tui.widgets.cells import CellsPanel
 from console.tui.widgets.reps import RepSummary
 
 from .conftest import (SIZE, SteppedSource, feed, frozen_clock, gate_verdict, index_of, recorded_receipt,
@@ -297,3 +298,24 @@ async def test_header_shows_the_same_progress_and_time_left_as_the_headless_line
         assert expected.text() in screen_text(app)
         await feed(pilot, source, len(events))      # once the round ends, elapsed stays and the ETA goes
         assert "left" not in screen_text(app).splitlines()[0]
+
+
+async def test_a_matrix_rounds_cells_fill_in_as_they_are_decided(recorded):
+    at = index_of(recorded, lambda e: isinstance(e, ev.VerdictReady))
+    looks = [ev.CellsStep(pair=k, cells=[
+        {"key": "depth=1024", "role": "scored", "state": "accepted" if k > 1 else "open", "pairs": k,
+         "gain": 0.3, "interval": [0.12, 0.5] if k > 1 else [None, None], "tier": "l" if k > 1 else None},
+        {"key": "depth=4096", "role": "scored", "state": "open", "pairs": k, "gain": -0.05,
+         "interval": [-0.2, 0.1], "tier": None}]) for k in (1, 2)]
+    events = recorded[:at] + looks + recorded[at:]
+    app, source = _app(events)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, source, at - 1)
+        panel = app.dashboard.query_one(CellsPanel)
+        assert not panel.display                 # a one-cell round never shows it
+        await feed(pilot, source, at + 1)
+        assert panel.display and panel.border_subtitle == "after pair 1"
+        await feed(pilot, source, at + 2)
+        assert panel.border_subtitle == "after pair 2" and panel.cells[0]["state"] == "accepted"
+        text = screen_text(app)
+        assert "depth=1024" in text and "accepted l" in text and "+12.0%" in text

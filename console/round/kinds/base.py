@@ -45,6 +45,7 @@ class Kind:
     decides: ClassVar[bool] = True      # stops once decided at the stated rates (else runs its budget)
     looks_back: ClassVar[bool] = False  # reads the experiment's earlier rounds in the ledger
     resumable: ClassVar[bool] = True    # an interrupted one can be resumed from its journal
+    per_cell: ClassVar[bool] = False    # its timed pairs run over a matrix's open cells (round.cells)
 
     @property
     def builds(self) -> list[str]:

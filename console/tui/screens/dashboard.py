@@ -15,6 +15,7 @@ from console.core.receipt import Rep
 from console.reports.text import accuracy_grade_text, accuracy_progress_text, decision_text
 
 from ..widgets.builds import BuildPanel
+from ..widgets.cells import CellsPanel
 from ..widgets.header import RoundHeader
 from ..widgets.notices import NoticeLog
 from ..widgets.parity import ParityPanel
@@ -49,7 +50,7 @@ class DashboardScreen(Screen[None]):
             ev.PlanReady: self._plan_ready, ev.DecisionStep: self._decision_step,
             ev.RoundEnded: self._round_ended, ev.AccuracyProgress: self._accuracy_progress,
             ev.AccuracyGraded: self._accuracy_graded, ev.AdjudicationStep: self._adjudication,
-            ev.SweepLevel: self._sweep_level,
+            ev.SweepLevel: self._sweep_level, ev.CellsStep: self._cells_step,
         }
 
     def compose(self) -> ComposeResult:
@@ -64,6 +65,7 @@ class DashboardScreen(Screen[None]):
                 table.border_title = "reps"
                 yield table
                 yield RepSummary(id="reps-summary")
+                yield CellsPanel()
                 yield RepPlot()
         with Horizontal(id="bottom"):
             yield NoticeLog()
@@ -228,6 +230,9 @@ class DashboardScreen(Screen[None]):
 
     def _decision_step(self, e: ev.DecisionStep) -> None:
         self._one(RepSummary).set_decision(decision_text(e))
+
+    def _cells_step(self, e: ev.CellsStep) -> None:
+        self._one(CellsPanel).show(e.pair, e.cells)
 
     def _verdict(self, e: ev.VerdictReady) -> None:
         self.verdict.show(e.verdict or {})

@@ -1,0 +1,112 @@
+"""A profile's [matrix]: the axes of a matrix round, which cells are guarded, and the verdict's rule
+(console.core.matrix says how cells are decided and how one verdict comes from them)."""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import model_validator
+
+from ..core.matrix import Cell, MatrixSpec, cell_key
+from .checks import Int, Str, Table, key, refuse
+
+# What a cell may set: the rep's shape, and the placeholders the console fills with a default.
+FIELDS = ("depth", "tokens", "metric", "threads", "fill")
+Scalar = Int | Str
+AxisValue = Scalar | dict[str, Scalar]
+
+
+class AxisTable(Table):
+    name: Annotated[Str, key("the axis: a bench field (depth, tokens, metric, threads, fill) or any name whose "
+                             "values are tables of fields")]
+    values: Annotated[tuple[AxisValue, ...], key(
+        "its values: numbers or words set the field the axis names; a table sets several fields and "
+        "names itself with `label` (llama-bench's pp512 = { label = \"pp512\", metric = \"prefill_tok_s\", "
+        "tokens = 512 })")]
+
+    @model_validator(mode="after")
+    def _values(self) -> AxisTable:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise refuse("expected a lower-case name (letters, digits, _): it names the cell's lock slot", "name")
+        if not self.values:
+            raise refuse("expected at least one value", "values")
+        for v in self.values:
+            if isinstance(v, dict):
+                if not isinstance(v.get("label"), str) or not v["label"]:
+                    raise refuse("expected each table value to name itself with a `label`", "values")
+                if bad := sorted(set(v) - {"label", *FIELDS}):
+                    raise refuse(f"expected fields among {', '.join(FIELDS)}, got {', '.join(bad)}", "values")
+            elif self.name not in FIELDS:
+                raise refuse(f"expected tables (with a `label`) for the axis {self.name!r}, which is not a bench "
+                             f"field ({', '.join(FIELDS)})", "values")
+        labels = [label_of(v) for v in self.values]
+        if len(set(labels)) != len(labels):
+            raise refuse("expected distinct values", "values")
+        if any(c in x for x in labels for c in ",=/\""):
+            raise refuse("expected values without ',', '=', '/' or '\"' (they name the cell's lock slot)", "values")
+        return self
+
+
+class MatrixTable(Table):
+    axes: Annotated[tuple[AxisTable, ...], key("the axes ([[matrix.axes]]); the cells are every combination")]
+    guarded: Annotated[tuple[dict[str, Scalar], ...], key(
+        "cells that must only not get worse: each entry matches the cells whose axes have those values "
+        "(e.g. { depth = 4096 }); every other cell is scored")] = ()
+    rule: Annotated[Literal["any", "all"], key(
+        "accepted when a scored cell (any) or every scored cell (all) is accepted, no cell is slower and "
+        "every other cell excludes a regression of gate.min_gain")] = "any"
+
+    @model_validator(mode="after")
+    def _axes(self) -> MatrixTable:
+        names = [a.name for a in self.axes]
+        if not names:
+            raise refuse("expected at least one axis", "axes")
+        if len(set(names)) != len(names):
+            raise refuse("expected distinct axis names", "axes")
+        for sel in self.guarded:
+            if bad := sorted(set(sel) - set(names)):
+                raise refuse(f"expected axes among {', '.join(names)}, got {', '.join(bad)}", "guarded")
+        return self
+
+
+def label_of(v: Any) -> str:
+    return str(v["label"]) if isinstance(v, dict) else str(v)
+
+
+def _fields_of(axis: str, v: Any) -> dict[str, Any]:
+    return {k: x for k, x in v.items() if k != "label"} if isinstance(v, dict) else {axis: v}
+
+
+def spec_of(t: MatrixTable, defaults: dict[str, Any]) -> MatrixSpec:
+    """The cells of ``t``: every combination of its axes' values over the bench's own ``defaults``
+    (depth, tokens, metric, threads, fill); the home cell is the one of the bench's own shape."""
+    cells = []
+    for combo in itertools.product(*[[(a.name, v) for v in a.values] for a in t.axes]):
+        fields = dict(defaults)
+        for axis, v in combo:
+            fields.update(_fields_of(axis, v))
+        axes = tuple((axis, label_of(v)) for axis, v in combo)
+        guarded = any(all(dict(axes).get(k) == str(x) for k, x in sel.items()) for sel in t.guarded)
+        args = tuple((k, str(fields[k])) for k in FIELDS[3:] if str(fields[k]) != str(defaults[k]))
+        cells.append(Cell(key=cell_key(axes), axes=axes, depth=int(fields["depth"]), tokens=int(fields["tokens"]),
+                          metric=str(fields["metric"]), args=args, role="guarded" if guarded else "scored"))
+    home = next((c.key for c in cells if not c.args and (c.depth, c.tokens, c.metric)
+                 == (defaults["depth"], defaults["tokens"], defaults["metric"])), "")
+    return MatrixSpec(axes=tuple(a.name for a in t.axes), cells=tuple(cells), home=home, rule=t.rule)
+
+
+def problem(spec: MatrixSpec, placeholders: set[str], short_tokens: int) -> tuple[str, str] | None:
+    """(key, what was expected) when the cells cannot run as declared, else None."""
+    if not spec.home:
+        return ("axes", "expected a cell of the bench's own shape (bench.depth, bench.tokens, bench.metric, the "
+                        "default threads and fill): its runs are the long runs the short runs' wall-clock "
+                        "differential is checked against")
+    if not any(c.scored for c in spec.cells):
+        return ("guarded", "expected at least one scored cell")
+    for c in spec.cells:
+        if missing := sorted({k for k, _ in c.args} - placeholders):
+            return ("axes", f"expected bench.command to take {{{missing[0]}}}: cell [{c.key}] sets it")
+        if c.tokens <= short_tokens:
+            return ("axes", f"expected more tokens than bench.short_tokens ({short_tokens}) in cell [{c.key}]")
+    return None
