@@ -310,7 +310,7 @@ def sprt_table(rng: np.random.Generator, profile: Any, sd: float, runs: int) -> 
 
 def headline(tables: dict, reruns3: float, sprt: dict, profile: Any) -> dict:
     g = profile.gate
-    base = [tables[m] for m in ("gauss", "t3")]
+    base = [tables[m] for m in ("gauss", "t3") if m in tables] or list(tables.values())
     at = lambda t, gain: t[f"{gain:+.3f}"]  # noqa: E731
     tiers = [at(t, x)["tier_ok"] for t in base for x in (0.05, 0.10, 0.20) if at(t, x)["tier_ok"] is not None]
     return {"false_accept": max(at(t, x)["accepted"] for t in base for x in (0.0, g.significance)),
@@ -319,7 +319,9 @@ def headline(tables: dict, reruns3: float, sprt: dict, profile: Any) -> dict:
             "miss_at_min_gain": max(at(t, g.min_gain)["none"] + at(t, g.min_gain)["slower"] for t in base),
             "slower_power_at_min_gain": min(at(t, -g.min_gain)["slower"] for t in base),
             "tier_accuracy": min(tiers) if tiers else None,
-            "expected_pairs": {k: v["pairs"] for k, v in tables["gauss"].items()},
+            "expected_pairs": {k: v["pairs"] for k, v in base[0].items()},
+            "ar1_false_accept": (max(at(tables["ar1"], x)["accepted"] for x in (0.0, g.significance))
+                                 if "ar1" in tables else None),
             "pairs_vs_sprt": max(v["ratio"] for v in sprt.values()),
             "pairs_vs_sprt_total": sum(v["console"] for v in sprt.values()) / sum(v["sprt"] for v in sprt.values()),
             "pairs_vs_sprt_by_gain": {k: v["ratio"] for k, v in sprt.items()}}
@@ -392,6 +394,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "demo.toml")
     ap.add_argument("--quick", action="store_true", help="100 rounds per cell, the fitted noise only")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="noise models to run")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     loaded = load_profile(args.profile)
@@ -407,9 +410,10 @@ def main() -> int:
     runs = 100 if args.quick else args.runs
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="decision-quality-") as tmp:
-        result: dict[str, Any] = {"fitted": noise_block(rng, profile, sd, runs, Path(tmp) / "fitted")}
+        models = tuple(args.models)
+        result: dict[str, Any] = {"fitted": noise_block(rng, profile, sd, runs, Path(tmp) / "fitted", models)}
         if not args.quick:
-            result["quiet"] = noise_block(rng, profile, QUIET_SD, runs, Path(tmp) / "quiet")
+            result["quiet"] = noise_block(rng, profile, QUIET_SD, runs, Path(tmp) / "quiet", models)
         fitted_model = {"main_sd": sd / math.sqrt(2)}
         result["claims"] = claims_table(rng, fitted_model, loaded.gate, runs,
                                         paths + sorted(REAL_ENGINE.glob("*.json")))

@@ -19,13 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "profiles" / "demo.toml"
 
 
-def _variant(tmp_path: Path, edit) -> Path:
-    text = edit(DEMO.read_text())
+def _variant(tmp_path: Path, edit, source: Path = DEMO) -> Path:
+    text = edit(source.read_text())
     # the demo's relative paths point at profiles/demo and images/: mirror that layout
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "demo").symlink_to(ROOT / "profiles" / "demo")
     (tmp_path / "images").symlink_to(ROOT / "images")
-    p = tmp_path / "profiles" / "demo.toml"
+    p = tmp_path / "profiles" / source.name
     p.write_text(text)
     return p
 
@@ -342,12 +342,7 @@ DEMO_MATRIX = ROOT / "profiles" / "demo-matrix.toml"
 
 
 def _matrix_variant(tmp_path: Path, edit) -> Path:
-    (tmp_path / "profiles").mkdir()
-    (tmp_path / "profiles" / "demo").symlink_to(ROOT / "profiles" / "demo")
-    (tmp_path / "images").symlink_to(ROOT / "images")
-    p = tmp_path / "profiles" / "demo-matrix.toml"
-    p.write_text(edit(DEMO_MATRIX.read_text()))
-    return p
+    return _variant(tmp_path, edit, DEMO_MATRIX)
 
 
 AXES = 'axes = [{ name = "depth", values = [1024, 4096] }]'

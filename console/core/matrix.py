@@ -36,7 +36,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from .rules import GateRules
 from .sequential import Decision
 
-FAMILY = "Bonferroni: each cell at the false-accept and false-slower rates divided by the number of cells"
+FAMILY = ("Bonferroni: each cell at the false-accept and false-slower rates (and the step check's level) "
+          "divided by the number of cells")
 RULES = {
     "any": "accepted when a scored cell is accepted, no cell is slower and every other cell excludes a regression",
     "all": "accepted when every scored cell is accepted, no cell is slower and every other cell excludes a regression",
@@ -107,9 +108,11 @@ def cell_key(axes: Iterable[tuple[str, str]]) -> str:
 
 
 def family_rules(rules: GateRules, cells: int) -> GateRules:
-    """The rules each of ``cells`` cells is decided under: α and the false-slower rate split evenly."""
+    """The rules each of ``cells`` cells is decided under: α, the false-slower rate and the step
+    check's level (the chance an honest round ends ``infra``) split evenly."""
     m = max(1, cells)
-    return replace(rules, false_accept=rules.false_accept / m, false_slower=rules.false_slower / m)
+    return replace(rules, false_accept=rules.false_accept / m, false_slower=rules.false_slower / m,
+                   step_level=rules.step_level / m)
 
 
 # --- each cell's state -------------------------------------------------------------------------

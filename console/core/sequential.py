@@ -153,12 +153,14 @@ def sequence_at(rounds: Sequence[Stats], alpha: float, c2: float) -> tuple[float
 # With lag-1 autocorrelation ρ > 0 the mean's variance is about (1 + ρ)/(1 − ρ) times the
 # independent one, so the spread the sequence reads is scaled by that factor, n and the mean kept
 # (``serial = "lag1"``; an effective sample of fewer pairs would also charge the mixture's price
-# for small n again, which at 6–8 pairs leaves nothing decidable). ρ is estimated from the round's own pairs, with the
-# small-sample bias of the lag-1 estimator added back (Kendall: E ρ̂ ≈ ρ − (1 + 4ρ)/n), clipped
-# to [0, SERIAL_MAX]: the correction only ever widens. Measured in benchmarks/decision_quality.py
-# (the ar1 cells); receipts sealed before it re-derive with ``serial = "none"``.
+# for small n again, which at 6–8 pairs leaves nothing decidable). ρ is estimated from the
+# round's own pairs, with the small-sample bias of the lag-1 estimator added back (Kendall:
+# E ρ̂ ≈ ρ − (1 + 4ρ)/n) and half its standard error (0.5/√n) on top, clipped to [0, SERIAL_MAX]:
+# the correction only ever widens. Measured in benchmarks/decision_quality.py (the ar1 cells) and
+# benchmarks/matrix_quality.py; receipts sealed before it re-derive with ``serial = "none"``.
 
 SERIAL_MAX = 0.6
+SERIAL_MARGIN = 0.5         # half the estimator's standard error (1/√n) added: a one-sided ~70 % bound
 SERIAL_MIN_PAIRS = 6        # fewer pairs say nothing about their correlation
 
 
@@ -179,7 +181,7 @@ def serial_factors(xs: Sequence[float]) -> np.ndarray:
     c1 = lag - m * (first + tail) + (k - 1) * m * m
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.where(c0 > 0, c1 / np.where(c0 > 0, c0, 1.0), 0.0)
-    rho = np.clip(rho + (1 + 4 * rho) / k, 0.0, SERIAL_MAX)
+    rho = np.clip(rho + (1 + 4 * rho) / k + SERIAL_MARGIN / np.sqrt(k), 0.0, SERIAL_MAX)
     f = (1 + rho) / (1 - rho)
     out[SERIAL_MIN_PAIRS - 1:] = f[SERIAL_MIN_PAIRS - 1:]
     return out

@@ -18,7 +18,7 @@ from ..core.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.rules import Bands
 from ..core.verdict import VerdictRecord
 from .matrix import axes_of, cells_of, row_of, summary_line as matrix_summary
-from .text import HEADLINES, accuracy_sentence, gain_phrase, source_text, tier_text
+from .text import HEADLINES, accuracy_sentence, gain_phrase, rate_text, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}
@@ -336,7 +336,7 @@ def _pairs_plot(r: Receipt, v: VerdictRecord) -> str:
         ax.axhline(gain, color="#222", lw=0.8, ls=":", zorder=2)
         level = 1 - float(v.confidence or 0.99)
         handles.append(Line2D([], [], color="#222", marker="D", lw=3,
-                              label=f"gain and its interval ({level:.0%} false accept)"))
+                              label=f"gain and its interval ({rate_text(level)} false accept)"))
         d = v.decision or {}
         basis = [None if e is None else e * 100 for e in d.get("basis_interval") or []]
         if len(basis) == 2 and basis != decided[1]:     # a pinned frontier or an anchor moves the tier basis

@@ -184,7 +184,7 @@ class LineReporter:
                 d = s["decision"]
                 pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
                 lines.append(f"  {d['pairs']} pairs{pooled}, {s.get('method', '')}; levels "
-                             f"{1 - s.get('confidence', 0.99):.2g} false accept")
+                             f"{rate_text(1 - s.get('confidence', 0.99))} false accept")
         if cells_of(v):
             lines.append("  " + summary_line(v))
             lines += ["  " + x for x in table_text(matrix_table(v)).splitlines()[1:]]
@@ -246,6 +246,11 @@ def decision_text(e: "ev.DecisionStep") -> str:
     state = e.state if e.state != "accepted" else f"accepted {e.tier}" + (
         f" (spans {e.span[0]}–{e.span[-1]})" if e.span else "")
     return f"{e.pairs}{pooled} pairs, gain {gain} {shown}: {state}"
+
+
+def rate_text(x: float) -> str:
+    """An error rate as said to people: 1 %, 0.5 %, 0.17 % (a matrix splits the round's rate)."""
+    return f"{round(x * 100, 10):.2g}%"
 
 
 def cell_text(c: Mapping[str, Any]) -> str:
@@ -314,7 +319,7 @@ def gain_phrase(verdict: VerdictRecord) -> str:
     if verdict.gain is None:
         return ""
     iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in verdict.interval or (None, None))
-    level = f", {1 - verdict.confidence:.0%} false accept" if verdict.confidence is not None else ""
+    level = f", {rate_text(1 - verdict.confidence)} false accept" if verdict.confidence is not None else ""
     return f" — gain {verdict.gain:+.1%}, interval [{iv}]{level}"
 
 
@@ -355,7 +360,7 @@ def _decision_lines(r: Receipt, verdict: VerdictRecord) -> list[str]:
     settle = seq.decided_at if seq else None
     when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
     lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
-                 f"{1 - _level(verdict):.0%} false-accept level ({verdict.speed.get('method')})."]
+                 f"{rate_text(1 - _level(verdict))} false-accept level ({verdict.speed.get('method')})."]
     plan = seq.preview if seq else None
     if isinstance(plan, Mapping) and plan.get("decidable_gain") is not None:
         lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "

@@ -15,7 +15,7 @@ from .speed import Speed
 
 
 class CellPairs:
-    """The timed loop of a matrix round (benchmarks/decision_quality.py --matrix drives it too)."""
+    """The timed loop of a matrix round (benchmarks/matrix_quality.py drives it too)."""
 
     def __init__(self, stage: Speed):
         self.stage = stage

@@ -33,7 +33,9 @@ def cell_sets(draw):
     for i in range(n):
         role = draw(st.sampled_from(matrix.ROLES))
         state = draw(st.sampled_from(SCORED_STATES if role == "scored" else GUARDED_STATES))
-        out.append(result(f"c{i}", role, state, draw(st.sampled_from(TIERS)), draw(st.booleans())))
+        # an open scored cell may or may not exclude a regression yet; a guarded one that does is "cleared"
+        cleared = draw(st.booleans()) if role == "scored" and state == "open" else False
+        out.append(result(f"c{i}", role, state, draw(st.sampled_from(TIERS)), cleared))
     return out
 
 
@@ -63,9 +65,9 @@ def test_one_verdict_from_many_cells_follows_the_rule_in_every_case(cells, rule)
 
 
 def test_rates_split_evenly_over_the_cells():
-    rules = GateRules(false_accept=0.01, false_slower=0.02, miss=0.05)
+    rules = GateRules(false_accept=0.01, false_slower=0.02, miss=0.05, step_level=0.01)
     fam = matrix.family_rules(rules, 4)
-    assert (fam.false_accept, fam.false_slower, fam.miss) == (0.0025, 0.005, 0.05)
+    assert (fam.false_accept, fam.false_slower, fam.miss, fam.step_level) == (0.0025, 0.005, 0.05, 0.0025)
     assert matrix.family_rules(rules, 1) == rules
 
 
@@ -176,3 +178,13 @@ def test_a_matrix_verdict_rederives_unchanged_after_the_receipt_is_sealed_and_fr
     before = gate.decide(r, r.rules).to_dict()
     r.freeze()
     assert gate.decide(r, r.rules).to_dict() == before
+
+
+def test_a_replayed_matrix_receipt_shows_its_cells_as_the_verdict_decided_them():
+    from console import events as ev
+    from console.reports.replay import events_from_receipt
+    doc = make_matrix_receipt({1024: (FAST, scaled(FAST, 1.30)), 4096: (FAST, scaled(FAST, 0.80))})
+    events = list(events_from_receipt(doc))
+    cells = [e for e in events if isinstance(e, ev.CellsStep)]
+    assert len(cells) == 1 and [c["state"] for c in cells[0].cells] == ["accepted", "slower"]
+    assert events.index(cells[0]) < next(i for i, e in enumerate(events) if isinstance(e, ev.VerdictReady))
