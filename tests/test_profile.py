@@ -379,6 +379,11 @@ def test_a_matrix_is_every_combination_of_its_axes_and_its_home_is_the_bench_sha
      "matrix.axes", "more tokens than bench.short_tokens"),
     (lambda t: t.replace("[matrix]", '[[gate.guards]]\nname = "g"\ndepth = 128\ntokens = 64\n\n[matrix]'),
      "gate.guards", "guarded cells"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "depth", values = [-1, 4096] }]'), "matrix.axes[0].values",
+     "depth to be an integer of at least 0"),
+    (lambda t: t.replace(AXES, 'axes = [{ name = "test", values = [{ label = "a", tokens = "many" }] }, '
+                              '{ name = "depth", values = [4096] }]'), "matrix.axes[0].values",
+     "tokens to be an integer"),
 ])
 def test_a_broken_matrix_names_the_file_the_key_and_what_was_expected(tmp_path, edit, key, expected):
     path = _matrix_variant(tmp_path, edit)

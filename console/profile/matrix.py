@@ -40,6 +40,10 @@ class AxisTable(Table):
             elif self.name not in FIELDS:
                 raise refuse(f"expected tables (with a `label`) for the axis {self.name!r}, which is not a bench "
                              f"field ({', '.join(FIELDS)})", "values")
+        for v in self.values:
+            for k, x in _fields_of(self.name, v).items():
+                if (bad := _field_problem(k, x)) is not None:
+                    raise refuse(bad, "values")
         labels = [label_of(v) for v in self.values]
         if len(set(labels)) != len(labels):
             raise refuse("expected distinct values", "values")
@@ -68,6 +72,19 @@ class MatrixTable(Table):
             if bad := sorted(set(sel) - set(names)):
                 raise refuse(f"expected axes among {', '.join(names)}, got {', '.join(bad)}", "guarded")
         return self
+
+
+def _field_problem(key: str, x: Any) -> str | None:
+    """What a cell's field must be (the bench table's own ranges), or None."""
+    if key in ("depth", "tokens", "threads"):
+        least = {"depth": 0, "tokens": 2, "threads": 1}[key]
+        if isinstance(x, bool) or not isinstance(x, int) or x < least:
+            return f"expected {key} to be an integer of at least {least}, got {x!r}"
+    elif key == "metric" and not (isinstance(x, str) and x):
+        return f"expected metric to be a metric name, got {x!r}"
+    elif key == "fill" and x not in ("decode", "prefill"):
+        return f"expected fill to be 'decode' or 'prefill', got {x!r}"
+    return None
 
 
 def label_of(v: Any) -> str:
