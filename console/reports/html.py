@@ -360,7 +360,8 @@ def _pairs_plot(r: Receipt, v: VerdictRecord) -> str:
 
 
 def _matrix_plot(v: VerdictRecord) -> str:
-    """A heat map of the cells: the first varying axis across, the other axes' values down."""
+    """A heat map of the cells: the last varying axis across (depth, in a llama-bench-like matrix), the
+    other axes' values down."""
     from matplotlib.colors import TwoSlopeNorm
     cells = cells_of(v.to_dict())
     axes = axes_of(cells)
