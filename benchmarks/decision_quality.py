@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from console.core import claims, gate, legacy, sequential as S  # noqa: E402
 from console.core.parity import DepthFigures  # noqa: E402
-from console.core.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep  # noqa: E402
+from console.core.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep, plain  # noqa: E402
 from console.core.verdict import BANDS, VerdictRecord  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round.plan import RoundConfig, schedule_head, schedule_tail  # noqa: E402
@@ -374,8 +374,8 @@ def claims_table(rng, model, rules, runs: int, recorded: list[Path]) -> dict:
         c = gate.counted(replace(r, schema=SCHEMA), r.rules)
         if r.kind not in ("round", "noise") or not c.valid.get(("main", "timed")):
             continue
-        honest = ["main"] + (["candidate"] if "inflate" not in json.dumps(r.builds.get("candidate").source
-                                                                           if r.builds.get("candidate") else {}) else [])
+        cand = r.builds.get("candidate")
+        honest = ["main"] + (["candidate"] if "inflate" not in json.dumps(plain(cand.source) if cand else {}) else [])
         for b in honest:
             seen += 1
             if any(x.code == "claim-differential" for x in c.problems[b]):

@@ -130,11 +130,15 @@ def _llama_variant(tmp_path: Path, edit) -> Path:
      "an [adjudication] table"),
 ])
 def test_bad_accuracy_and_adjudication_tables_name_the_key(tmp_path, edit, key, expected):
-    path = _llama_variant(tmp_path, edit)
+    _refused(_llama_variant(tmp_path, edit), key, expected)
+
+
+def _refused(path: Path, key: str, expected: str) -> None:
+    """Loading ``path`` fails naming the file, the key and what was expected."""
     with pytest.raises(ProfileError) as e:
         load_profile(path)
     assert e.value.key == key, e.value
-    assert expected in e.value.expected
+    assert expected in e.value.expected and str(path) in str(e.value)
 
 
 def test_the_llama_profile_declares_accuracy_and_adjudication():
@@ -386,11 +390,7 @@ def test_a_matrix_is_every_combination_of_its_axes_and_its_home_is_the_bench_sha
      "tokens to be an integer"),
 ])
 def test_a_broken_matrix_names_the_file_the_key_and_what_was_expected(tmp_path, edit, key, expected):
-    path = _matrix_variant(tmp_path, edit)
-    with pytest.raises(ProfileError) as e:
-        load_profile(path)
-    assert e.value.key == key, e.value
-    assert expected in e.value.expected and str(path) in str(e.value)
+    _refused(_matrix_variant(tmp_path, edit), key, expected)
 
 
 def test_a_serving_profile_refuses_a_matrix_and_says_what_measures_it_instead(tmp_path):
