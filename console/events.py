@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 _REGISTRY: dict[str, type["Event"]] = {}
 
@@ -256,8 +256,14 @@ class DecisionStep(Event):
 class CellsStep(Event):
     """After a pair of a matrix round: each cell's decision so far, at the family's rates."""
     kind: ClassVar[str] = "cells_step"
+    KEYS: ClassVar[tuple[str, ...]] = ("key", "role", "state", "pairs", "gain", "interval", "tier")
     pair: int
-    cells: list[dict[str, Any]]     # {key, role, state, pairs, gain, interval, tier}, in the profile's order
+    cells: list[dict[str, Any]]     # each cell's KEYS, in the profile's order
+
+    @classmethod
+    def of(cls, pair: int, cells: Iterable[Mapping[str, Any]], **kw: Any) -> "CellsStep":
+        """From cells as JSON (a live look, or a sealed verdict's cells): the same event either way."""
+        return cls(pair=pair, cells=[{k: c.get(k) for k in cls.KEYS} for c in cells], **kw)
 
 
 # --- outcome ---------------------------------------------------------------

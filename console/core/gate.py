@@ -474,14 +474,18 @@ def counted(receipt: Receipt, rules: GateRules) -> Counted:
     return Counted(valid, problems, warnings, differential)
 
 
-def _long_runs(valid: dict[tuple[str, str], list[Rep]], r: Receipt) -> dict[tuple[str, str], list[Rep]]:
-    """The runs the short runs' wall-clock differential is checked against: the timed runs, or in a
-    matrix round the runs of its home cell (the bench's own shape, as the short runs are)."""
+def _long_phase(r: Receipt) -> str:
+    """The phase of the long runs: the timed runs, or in a matrix round its home cell's (the bench's
+    own shape, as the short runs are)."""
     spec = r.profile.matrix
-    if r.kind != "matrix" or spec is None:
-        return valid
-    home = spec.cell(spec.home).phase
-    return {**valid, **{(b, "timed"): valid.get((b, home), []) for b in BUILDS}}
+    return spec.cell(spec.home).phase if r.kind == "matrix" and spec is not None else "timed"
+
+
+def _long_runs(valid: dict[tuple[str, str], list[Rep]], r: Receipt) -> dict[tuple[str, str], list[Rep]]:
+    """``valid`` with the long runs as its timed runs: what the wall-clock differential checks the
+    short runs against."""
+    phase = _long_phase(r)
+    return valid if phase == "timed" else {**valid, **{(b, "timed"): valid.get((b, phase), []) for b in BUILDS}}
 
 
 def _differential(valid: dict, problems: dict, rules: GateRules) -> dict[str, Any]:
@@ -517,9 +521,8 @@ def summarize(receipt: Receipt, rules: GateRules) -> dict[str, Figures]:
     """Per-build figures of the timed reps that count: the same reps the verdict decided on (a
     matrix round's: its home cell's, the bench's own shape; each cell's are in the verdict)."""
     c = counted(receipt, rules)
-    valid = _long_runs(c.valid, _typed(receipt))
-    return {b: Figures(**stats.summary([float(x.value) for x in valid.get((b, "timed"), []) if x.value is not None]))
-            for b in BUILDS}
+    phase = _long_phase(_typed(receipt))
+    return {b: Figures(**stats.summary(c.values(b, phase))) for b in BUILDS}
 
 
 def _status_problems(rep: Rep) -> list[tuple[str, str]]:

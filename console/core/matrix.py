@@ -164,21 +164,6 @@ class CellResult:
         d["axes"] = {a: v for a, v in self.axes}
         return d
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CellResult":
-        def num(x: Any) -> float:
-            return float("nan") if x is None else float(x)
-        iv = tuple(d.get("interval") or (None, None))
-        return cls(key=str(d["key"]), axes=tuple((str(a), str(v)) for a, v in (d.get("axes") or {}).items()),
-                   role=str(d.get("role", "scored")), state=str(d["state"]), pairs=int(d.get("pairs") or 0),
-                   gain=num(d.get("gain")), interval=(num(iv[0]), num(iv[1])),
-                   main_median=d.get("main_median"), candidate_median=d.get("candidate_median"),
-                   tier=d.get("tier"), span=tuple(d["span"]) if d.get("span") else None,
-                   basis_lower=d.get("basis_lower"), lower_miss=d.get("lower_miss"),
-                   upper_miss=d.get("upper_miss"), metric=str(d.get("metric") or ""),
-                   sentence=str(d.get("sentence") or ""), warnings=tuple(d.get("warnings") or ()),
-                   cleared=bool(d.get("cleared")))
-
 
 # --- one verdict from the cells -----------------------------------------------------------------
 

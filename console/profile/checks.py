@@ -121,14 +121,18 @@ def increasing(v: tuple[int, ...]) -> str | None:
     return "expected a non-empty, strictly increasing list of positive integers"
 
 
+def placeholders(argv: tuple[str, ...]) -> list[str]:
+    """The ``{placeholders}`` an argv list takes, in order."""
+    return [name for part in argv for _, name, _, _ in string.Formatter().parse(part) if name is not None]
+
+
 def argv(allowed: set[str], nonempty: bool = True) -> Any:
     """An argv list whose ``{placeholders}`` are among ``allowed``."""
     def problem(argv: tuple[str, ...]) -> str | None:
-        for part in argv:
-            for _, name, _, _ in string.Formatter().parse(part):
-                if name is not None and name not in allowed:
-                    return (f"unknown placeholder {{{name}}}; allowed: "
-                            + ", ".join("{" + a + "}" for a in sorted(allowed)))
+        for name in placeholders(argv):
+            if name not in allowed:
+                return (f"unknown placeholder {{{name}}}; allowed: "
+                        + ", ".join("{" + a + "}" for a in sorted(allowed)))
         return None
     checks = (NONEMPTY, Check(problem)) if nonempty else (Check(problem),)
     return Annotated[(Strs, *checks)]

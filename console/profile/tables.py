@@ -13,7 +13,7 @@ from ..core.health import HealthRules, PreflightRules
 from ..core.queue import QueueRules
 from ..core.rules import Bands, GateRules, Guard, LatencyGuard
 from ..core.serving import LATENCIES
-from .checks import RATE, Bool, Int, Num, Str, Strs, Table, key, refuse, within
+from .checks import RATE, Bool, Int, Num, Str, Strs, Table, key, placeholders, refuse, within
 from .matrix import MatrixTable, problem as matrix_problem, spec_of
 from .serving import ServerSpec, scored_problem
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
@@ -292,14 +292,8 @@ class ProfileFile(Table):
             raise refuse("expected no [[gate.guards]] beside a [matrix]: guarded cells (matrix.guarded) "
                          "take their place", "gate.guards")
         spec = matrix_spec(self)
-        placeholders = {part[1:-1] for arg in self.bench.command for part in _braced(arg)}
-        if (bad := matrix_problem(spec, placeholders, self.bench.short_tokens)) is not None:
+        if (bad := matrix_problem(spec, set(placeholders(self.bench.command)), self.bench.short_tokens)) is not None:
             raise refuse(bad[1], f"matrix.{bad[0]}")
-
-
-def _braced(arg: str) -> list[str]:
-    import re
-    return re.findall(r"\{[a-z_]+\}", arg)
 
 
 def matrix_spec(f: ProfileFile) -> Any:

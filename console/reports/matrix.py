@@ -4,7 +4,6 @@ lays out what the gate decided (the verdict's ``speed.matrix``); the text lines,
 HTML heat map and the live view all read these rows."""
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 from .tables import Column, Table, percent
@@ -37,19 +36,16 @@ def axes_of(cells: Sequence[Mapping[str, Any]]) -> list[str]:
     return varying or names
 
 
-def _end(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
-
-
 def row_of(c: Mapping[str, Any], axes: Sequence[str]) -> dict[str, Any]:
+    """One cell as a row (from the verdict's JSON, where an unbounded end is already None)."""
     iv = list(c.get("interval") or [None, None])
     tier = c.get("tier")
     span = c.get("span")
     if tier and span and span[0] != span[-1]:
         tier = f"{tier} (spans {span[0]}–{span[-1]})"
     return {**{a: (c.get("axes") or {}).get(a) for a in axes}, "metric": c.get("metric"), "role": c.get("role"),
-            "main": c.get("main_median"), "candidate": c.get("candidate_median"), "gain": _end(c.get("gain")),
-            "low": _end(iv[0]), "high": _end(iv[1]), "pairs": c.get("pairs"), "outcome": c.get("state"),
+            "main": c.get("main_median"), "candidate": c.get("candidate_median"), "gain": c.get("gain"),
+            "low": iv[0], "high": iv[1], "pairs": c.get("pairs"), "outcome": c.get("state"),
             "tier": tier}
 
 

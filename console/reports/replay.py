@@ -268,9 +268,7 @@ def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> 
     if isinstance(d, Mapping):  # where the round's last look left it (the verdict's own decision)
         yield ev.DecisionStep.of(d, at=t)
     if cells := cells_of(verdict):  # a matrix round: its cells as the verdict decided them
-        yield ev.CellsStep(pair=max(int(c.get("pairs") or 0) for c in cells), at=t,
-                           cells=[{k: c.get(k) for k in ("key", "role", "state", "pairs", "gain", "interval", "tier")}
-                                  for c in cells])
+        yield ev.CellsStep.of(max(int(c.get("pairs") or 0) for c in cells), cells, at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
     end = _epoch(r.ended_at, t)

@@ -262,9 +262,10 @@ def cell_text(c: Mapping[str, Any]) -> str:
     return f"[{c.get('key')}] {state} {gain} {shown} ({c.get('pairs', 0)} pairs)"
 
 
-def table_text(t: Table) -> str:
+def table_text(t: Table, fmt: str = "table") -> str:
+    """``t`` rendered as text (``table`` or ``md``)."""
     buf = io.StringIO()
-    render([t], "table", buf)
+    render([t], fmt, buf)
     return buf.getvalue()
 
 
@@ -331,9 +332,8 @@ def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
     lines += [f"- warning: {w.message}" for w in verdict.warnings]
     lines += _decision_lines(r, verdict)
     if cells_of(verdict.to_dict()):     # a matrix round: every cell, as the exports show it
-        buf = io.StringIO()
-        render([matrix_table(verdict.to_dict())], "md", buf)
-        lines += ["", summary_line(verdict.to_dict()), "", *buf.getvalue().splitlines()[2:]]
+        md = table_text(matrix_table(verdict.to_dict()), "md")
+        lines += ["", summary_line(verdict.to_dict()), "", *md.splitlines()[2:]]
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
     for b in BUILDS:

@@ -42,7 +42,7 @@ class CellPairs:
                 stage._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "
                               "are run (the verdict says which and why)")
                 break
-            stage._emit(ev.CellsStep(pair=k, cells=[_live(c, d, rules.min_gain) for c, d in found]))
+            stage._emit(ev.CellsStep.of(k, [_live(c, d, rules.min_gain) for c, d in found]))
             open_keys = [c.key for c, d in found if not self._finished(c, d, k, decided_at, rules)]
             if not open_keys:
                 stopped = "decided"
