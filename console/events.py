@@ -222,6 +222,16 @@ class SweepLevel(Event):
 
 
 @dataclass
+class WorkloadCommitted(Event):
+    """A serving round's timed workload is drawn: its seed's sha256, journaled before the first
+    block (the seed itself is revealed in the receipt after the last)."""
+    kind: ClassVar[str] = "workload_committed"
+    commitment: str         # sha256 of the seed, hex
+    drawn: int              # positions per prompt overwritten with drawn ids
+    space_log10: float      # log10 of the prompts the workload could send
+
+
+@dataclass
 class PlanReady(Event):
     """Before the timed reps: what this node can decide within the budget (``sequential.Preview``)."""
     kind: ClassVar[str] = "plan_ready"

@@ -58,3 +58,13 @@ def test_junit_escapes_what_the_profile_and_engine_wrote():
     r.profile.name = 'a "quoted" <name> & more'
     suite = ET.fromstring(junit_xml(r, VerdictRecord.from_dict(v)))
     assert suite[0].get("classname") == 'bench-console.a "quoted" <name> & more'
+
+
+def test_the_workload_commitment_is_a_line_that_shows_the_hash_never_the_seed():
+    import io
+    from console import events as ev
+    buf = io.StringIO()
+    LineReporter(buf, colour=False, github=False)(ev.WorkloadCommitted(commitment="ab" * 32, drawn=4, space_log10=21.64))
+    line = buf.getvalue()
+    assert "workload: seed drawn, its sha256 abababababababab… committed" in line
+    assert "4 drawn ids per prompt, about 10^21.6 possible prompts" in line

@@ -131,9 +131,8 @@ def test_a_server_listens_on_loopback_is_watched_and_stopped_with_its_group(host
     profile, rt, built = hostile
     host, port = rt.serve_address(8080)
     assert host == "127.0.0.1" and 0 < port < 65536
-    (tmp_path / "in").mkdir()
     served = rt.serve(built, [sys.executable, "-m", "http.server", "--bind", host, str(port)], port=port,
-                      src_dir=Path(built.root) / "src", inputs_dir=tmp_path / "in", out_dir=tmp_path / "srv",
+                      src_dir=Path(built.root) / "src", out_dir=tmp_path / "srv",
                       run=profile.run, label="main/server/1")
     assert served.url == f"http://127.0.0.1:{port}"
     assert wait_ready(served.url, "/", 20, alive=served.alive) is not None
@@ -145,9 +144,8 @@ def test_a_server_listens_on_loopback_is_watched_and_stopped_with_its_group(host
 def test_a_server_that_exits_is_seen_as_gone_before_the_timeout(hostile, tmp_path):
     from console.serving.client import wait_ready
     profile, rt, built = hostile
-    (tmp_path / "in").mkdir()
     served = rt.serve(built, ["/bin/sh", "-c", "echo cannot load the model; exit 3"], port=1,
-                      src_dir=Path(built.root) / "src", inputs_dir=tmp_path / "in", out_dir=tmp_path / "srv",
+                      src_dir=Path(built.root) / "src", out_dir=tmp_path / "srv",
                       run=profile.run, label="main/server/1")
     started = time.monotonic()
     assert wait_ready(served.url, "/health", 30, alive=served.alive) is None

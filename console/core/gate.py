@@ -248,12 +248,20 @@ def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str,
                 reasons.append(reason("server-check", f"candidate's server: {text}"))
             else:
                 warnings.append(warning("main-server-check", f"main's own server: {text}"))
+    if chk.workload is not None and not chk.workload.holds():
+        reasons.append(reason("workload-commitment", "the timed workload's revealed seed is not the one whose "
+                              f"sha256 ({chk.workload.commitment[:16]}…) was committed before the first block",
+                              build=None))
+    if said := serving.ready_work(chk.main, chk.candidate):
+        warnings.append(warning("server-ready-work", said))
     if chk.graded is not None:
         ruling = served_tokens.rule(chk.graded)
         out["graded"] = ruling.table
         if ruling.error:
             reasons.append(reason("served-tokens-ungraded", f"the served tokens could not be graded: {ruling.error}",
                                   build=None))
+        reasons.extend(reason("served-tokens-main", f"main's own server under load: {t}", build=None)
+                       for t in ruling.main_broken)
         reasons.extend(reason("served-tokens", f"candidate's server under load: {t}") for t in ruling.candidate)
         warnings.extend(warning("main-served-tokens", f"main's own server under load: {t}") for t in ruling.main)
         warnings.extend(warning("served-tokens-uncertain", f"candidate's server under load: {t}")

@@ -2,6 +2,7 @@
 completions beside the reference's tokens, and its answers to one prompt sent again and again."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -29,6 +30,7 @@ class ServedSide:
     completions: list[Completion] = field(default_factory=list)
     probe_ttft_s: list[float] = field(default_factory=list)     # one prompt sent again and again
     ready_s: float | None = None    # seconds from start until the server answered its readiness path
+    ready_cpu_s: float | None = None    # CPU seconds the server spent before it was ready
     probe_error: str = ""           # the cache probe's request failed (its TTFTs are then partial)
     error: str = ""                 # the server could not be checked at all
 
@@ -41,6 +43,7 @@ class ServedSide:
             return None
         return cls(asked=int(d.get("asked", 0)), completions=[Completion(**c) for c in d.get("completions", [])],
                    probe_ttft_s=[float(x) for x in d.get("probe_ttft_s", [])], ready_s=d.get("ready_s"),
+                   ready_cpu_s=d.get("ready_cpu_s"),
                    probe_error=str(d.get("probe_error", "")), error=str(d.get("error", "")))
 
 
@@ -82,6 +85,17 @@ class ServedGrade:
     requests: list[GradedRequest] = field(default_factory=list)
     seconds: float | None = None    # what the grading cost, outside the clock
     error: str = ""                 # the yardstick could not grade (the round is then infra)
+    # responses in each build's counted timed blocks, and those of them the console could not grade
+    # (no ids, ids that are not the streamed text, an id outside the vocabulary): a response the
+    # console cannot grade counts against the build that served it. Absent (None) before this rule.
+    counted: dict[str, int] | None = None
+    ungradable: dict[str, list[str]] = field(default_factory=dict)     # build -> why, one per response
+    # the served tokens graded as parity grades (absent before this rule): the share that are the
+    # reference's argmax and their mean gap below it, against absolute bars, ratcheted against main
+    agree_min: float | None = None
+    gap_max: float | None = None
+    gap_floor: float | None = None
+    ratchet: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**{k: v for k, v in asdict(self).items() if k != "requests"},
@@ -94,7 +108,41 @@ class ServedGrade:
         return cls(margin=float(d["margin"]), false_reject=float(d["false_reject"]), basis=str(d.get("basis") or ""),
                    available={str(k): int(v) for k, v in (d.get("available") or {}).items()},
                    seed=str(d.get("seed") or ""), seconds=d.get("seconds"), error=str(d.get("error") or ""),
-                   requests=[GradedRequest.from_dict(r) for r in d.get("requests") or []])
+                   requests=[GradedRequest.from_dict(r) for r in d.get("requests") or []],
+                   counted=None if d.get("counted") is None else {str(k): int(v) for k, v in d["counted"].items()},
+                   ungradable={str(k): [str(x) for x in v] for k, v in (d.get("ungradable") or {}).items()},
+                   **{k: None if d.get(k) is None else float(d[k])
+                      for k in ("agree_min", "gap_max", "gap_floor", "ratchet")})
+
+
+@dataclass
+class WorkloadDraw:
+    """A serving round's timed workload: its seed, drawn from the operating system when the blocks
+    began (kept from both servers), the seed's sha256 journaled before the first block, and the seed
+    itself recorded here after the last. With the document and the profile it re-derives every
+    block's requests (``workload_sha256`` of each)."""
+    seed: str                       # hex
+    commitment: str                 # sha256 of the seed's text, hex
+    drawn: int = 0                  # positions per prompt overwritten with drawn ids
+    space_log10: float = 0.0        # log10 of the prompts the workload could send
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> WorkloadDraw | None:
+        if not d:
+            return None
+        return cls(seed=str(d["seed"]), commitment=str(d["commitment"]), drawn=int(d.get("drawn") or 0),
+                   space_log10=float(d.get("space_log10") or 0.0))
+
+    def holds(self) -> bool:
+        """Whether the revealed seed is the one committed to."""
+        return commitment_of(self.seed) == self.commitment
+
+
+def commitment_of(seed: str) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()
 
 
 @dataclass
@@ -108,6 +156,7 @@ class ServedCheck:
     main: ServedSide | None = None
     candidate: ServedSide | None = None
     graded: ServedGrade | None = None   # the timed blocks' tokens, graded after them
+    workload: WorkloadDraw | None = None    # the timed workload's seed, revealed after the blocks
 
     def to_dict(self) -> dict[str, Any]:
         out = {"min_match": self.min_match, "repeat_ratio": self.repeat_ratio, "basis": self.basis,
@@ -115,6 +164,8 @@ class ServedCheck:
                "candidate": self.candidate.to_dict() if self.candidate else None}
         if self.graded is not None:     # absent from rounds sealed before the timed tokens were graded
             out["graded"] = self.graded.to_dict()
+        if self.workload is not None:   # absent from rounds sealed before the seed was drawn per round
+            out["workload"] = self.workload.to_dict()
         return out
 
     @classmethod
@@ -124,4 +175,4 @@ class ServedCheck:
         return cls(min_match=float(d.get("min_match", 0.75)), repeat_ratio=float(d.get("repeat_ratio", 0.5)),
                    basis=str(d.get("basis", "reference")),
                    main=ServedSide.from_dict(d.get("main")), candidate=ServedSide.from_dict(d.get("candidate")),
-                   graded=ServedGrade.from_dict(d.get("graded")))
+                   graded=ServedGrade.from_dict(d.get("graded")), workload=WorkloadDraw.from_dict(d.get("workload")))

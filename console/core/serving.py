@@ -63,6 +63,24 @@ def side_problems(side: ServedSide | None, min_match: float, repeat_ratio: float
     return out
 
 
+# a server that spends this many times main's CPU before it is ready, and at least READY_EXTRA_S
+# CPU seconds more, did work main did not do: said with both figures (readiness is never timed)
+READY_RATIO = 2.0
+READY_EXTRA_S = 5.0
+
+
+def ready_work(main: ServedSide | None, cand: ServedSide | None) -> str | None:
+    """A warning when the candidate's server worked much longer than main's before it was ready."""
+    m, c = (getattr(x, "ready_cpu_s", None) for x in (main, cand))
+    if m is None or c is None or cand is main:
+        return None
+    if c < READY_RATIO * m or c - m < READY_EXTRA_S:
+        return None
+    return (f"the candidate's server spent {c:.1f} CPU seconds before it was ready ({cand.ready_s:.1f} s wall), "
+            f"main's {m:.1f} ({main.ready_s:.1f} s): work done before readiness is never timed, and the timed "
+            "workload is drawn only once both servers are ready")
+
+
 def agreed(side: ServedSide) -> tuple[int, int]:
     """(tokens before the first difference, tokens asked) summed over the completions."""
     ok = [c for c in side.completions if not c.error]

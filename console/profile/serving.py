@@ -62,6 +62,9 @@ class WorkloadSpec:
     groups: Annotated[Int, within(1), key("distinct shared prefixes (kind = 'shared_prefix')")] = 1
     file: Annotated[ExistingFile | None, key(
         "a JSON Lines file of {\"prompt\": text or token ids, \"max_tokens\": n} (kind = 'file')")] = None
+    drawn: Annotated[Int, within(0, 64), key(
+        "positions of each drawn prompt overwritten with ids drawn per round from the document's vocabulary, "
+        "its last always (0: none, and the prompts are plain slices of a public document)")] = 4
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> WorkloadSpec:
@@ -110,6 +113,10 @@ class ServerGrade:
         "served requests graded per build, drawn after the blocks (0: every one)")] = 0
     margin: Annotated[Num, within(0.0, 20.0), key(
         "nats a served token's logit may be below the reference's argmax (a near-tie) and still agree")] = 1.0
+    gap_max: Annotated[Num, within(0.0, 20.0), key(
+        "the bar on a build's mean gap: nats its served tokens are below the reference's argmax on average")] = 0.10
+    gap_floor: Annotated[Num, within(0.0, 20.0), key(
+        "the candidate's mean gap is ratcheted against main's (gate.ratchet) only from this many nats")] = 0.05
     false_reject: Annotated[Num, within(1e-6, 0.5), key(
         "the rate at which a candidate whose servers depart no more often than main's is rejected")] = 0.01
 
@@ -134,7 +141,8 @@ class ServerSpec:
     restart: Annotated[Literal["never", "block"], key(
         "start each server once per round, or again before each block (restart-to-restart variance)")] = "never"
     timeout_s: Annotated[Num, within(1), key("seconds one request may take")] = 60.0
-    seed: Annotated[Int, within(0), key("the workload's seed (each block derives its own)")] = 0
+    seed: Annotated[Int | None, key(
+        "no longer taken: each round draws its workload's seed from the operating system")] = None
     workload: Annotated[WorkloadSpec, key("the requests of a block")] = field(default_factory=WorkloadSpec)
     check: Annotated[ServerCheck, key("the server check before timing")] = field(default_factory=ServerCheck)
     grade: Annotated[ServerGrade, key("the served tokens' grading after the timed blocks")] = field(
@@ -149,6 +157,9 @@ class ServerSpec:
         bad = sorted(set(self.slo or {}) - set(SLO_KEYS))
         if bad:
             raise refuse(f"unknown target {bad[0]!r}; expected ttft_ms, tpot_ms or e2el_ms", "slo")
+        if self.seed is not None:
+            raise refuse("expected no seed: a round draws its timed workload's seed from the operating system "
+                         "when its blocks begin (a fixed seed makes every timed prompt public in advance)", "seed")
         if not self.grade.command:
             raise refuse("expected the harness's grade command: every timed token a server serves is graded "
                          "against the reference after the blocks", "grade.command")

@@ -112,6 +112,11 @@ class LineReporter:
         text = "accuracy " + accuracy_progress_text(e)
         return self._c(text, "red") if e.error else text
 
+    def _workload(self, e: ev.WorkloadCommitted) -> str:
+        space = f", about 10^{e.space_log10:.1f} possible prompts" if e.space_log10 else ""
+        return (f"workload: seed drawn, its sha256 {e.commitment[:16]}… committed (the seed is revealed in the "
+                f"receipt); {e.drawn} drawn ids per prompt{space}")
+
     def _accuracy_graded(self, e: ev.AccuracyGraded) -> str:
         text = "accuracy " + accuracy_grade_text(e)
         return self._c(text, "green" if e.grade.get("status") == "pass" else "red")
@@ -220,6 +225,7 @@ _LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
     ev.DecisionStep: lambda self, e: "decision: " + decision_text(e),
     ev.CellsStep: lambda self, e: f"cells after pair {e.pair}: " + " · ".join(cell_text(c) for c in e.cells),
     ev.SweepLevel: lambda self, e: self._c("level " + e.sentence, "blue"),
+    ev.WorkloadCommitted: LineReporter._workload,
     ev.VerdictReady: LineReporter._verdict_ready,
     ev.RoundEnded: LineReporter._round_ended,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import events as ev
 from ..core.receipt import Receipt
+from ..core.served import WorkloadDraw
 from ..engine.adapters import WRITES_LOGITS
 from ..profile import Profile
 from . import parity as checks
@@ -41,7 +42,7 @@ class Served:
     writes_logits = False       # its bench is the server: checked through it, not through logits
 
     def __init__(self, p: Profile):
-        pass
+        self.draw: WorkloadDraw | None = None      # the timed workload's seed, drawn when the blocks begin
 
     def unchecked(self, p: Profile) -> str | None:
         return None
@@ -53,13 +54,20 @@ class Served:
                                                     rnd.reference_is_main)
         if not rnd.kind.compares:
             check.candidate = check.main
+        # both servers are up: only now is the timed workload drawn, and only its hash is said
+        self.draw = servers.draw()
+        rnd.emit(ev.WorkloadCommitted(commitment=self.draw.commitment, drawn=self.draw.drawn,
+                                      space_log10=self.draw.space_log10))
         b.blocks = lambda item, attempt, out_dir: serve.run_block(b, servers, item, attempt, out_dir)
 
     def after_timed(self, rnd: Round, b: Bench, receipt: Receipt, outputs: TimedOutputs) -> None:
-        """After the timed blocks, outside the clock, with every server stopped: the served tokens
-        of both builds, teacher-forced through the reference build (round.served_grade)."""
+        """After the timed blocks, outside the clock, with every server stopped: the workload's seed
+        revealed, and the served tokens of both builds teacher-forced through the reference build
+        (round.served_grade)."""
         if rnd.servers is not None:
             rnd.servers.stop_all()
+        if receipt.parity.server is not None and self.draw is not None:
+            receipt.parity.server.workload = self.draw
         served_grade.grade(b, receipt, rnd.emit, rnd.reference_is_main)
 
 

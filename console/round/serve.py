@@ -14,13 +14,14 @@ retry budget lasts, then the round is ``infra`` with the failures named.
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from pathlib import Path
 
 from .. import events as ev
 from ..core import adjudication as adj
 from ..core.receipt import Rep
-from ..core.served import Completion, ServedCheck, ServedSide
+from ..core.served import Completion, ServedCheck, ServedSide, WorkloadDraw, commitment_of
 from ..core.serving import SCORED, agreed
 from ..core.sweep import Level
 from ..errors import InfraError, Interrupted, UsageError
@@ -48,7 +49,22 @@ class Servers:
         self.starts: dict[str, int] = {}
         self.closed = False
         self.dead: set[str] = set()        # builds whose server exited under load
+        self.ready_cpu_s: dict[str, float | None] = {}
         self.doc = [int(x) for x in (b.inputs / DOC_NAME).read_text().split()]
+        # the timed workload's seed is drawn when the blocks begin (``draw``); the requests that warm a
+        # server after its start are untimed, drawn from a seed of their own that is never recorded
+        self.seed: str | None = None
+        self._warm_seed = secrets.token_hex(16)
+
+    def draw(self) -> WorkloadDraw:
+        """Draw the timed workload's seed from the operating system, now that both servers are ready.
+        The caller journals its commitment before the first block and records the seed after the last."""
+        self.seed = secrets.token_hex(16)
+        w = self.spec.workload
+        space = wl.prompt_space_log10(len(self.doc), tuple(w.input), w.drawn, len(wl.vocabulary_of(self.doc))) \
+            if w.kind == "random" else 0.0
+        return WorkloadDraw(seed=self.seed, commitment=commitment_of(self.seed),
+                            drawn=w.drawn if w.kind != "file" else 0, space_log10=round(space, 2))
 
     def start(self, build: str) -> Served:
         """Start ``build``'s server and wait until it answers; InfraError (with its log) if it cannot."""
@@ -60,7 +76,7 @@ class Servers:
         n = self.starts[build] = self.starts.get(build, 0) + 1
         host, port = b.rt.serve_address(spec.port)
         argv = fill(spec.command, p, host=host, port=str(port), slots=str(self.slots))
-        served = b.rt.serve(b.builds[build], argv, port=port, src_dir=b.src_dirs[build], inputs_dir=b.inputs,
+        served = b.rt.serve(b.builds[build], argv, port=port, src_dir=b.src_dirs[build],
                             out_dir=b.work / "servers" / f"{build}-{n}", run=p.run, label=f"{build}/server/{n}",
                             gpus=b.gpus, models=b.models)
         self.live[build] = served
@@ -71,6 +87,8 @@ class Servers:
             self.stop(build)
             raise ServerDown(build, f"{build}'s server {why}; its log ends: {log}")
         self.ready_s[build] = round(waited, 3)
+        cpu = served.cpu_s()
+        self.ready_cpu_s[build] = None if cpu is None else round(cpu, 3)
         if spec.warmup:
             self.warm(build, served)
         return served
@@ -114,24 +132,31 @@ class Servers:
             self.stop(build)
 
     def requests(self, phase: str, index: int) -> list[wl.Request]:
-        return block_requests(self.spec, self.doc, phase, index, self.load)
+        if phase == "warmup-server":
+            return block_requests(self.spec, self.doc, self._warm_seed, phase, index, self.load)
+        if self.seed is None:
+            raise RuntimeError("a timed block's requests before the round drew its workload's seed")
+        return block_requests(self.spec, self.doc, self.seed, phase, index, self.load)
 
 
-def block_requests(spec, doc: list[int], phase: str, index: int, load: Level) -> list[wl.Request]:
-    """A block's requests: seeded by the profile's seed, the phase and the index, so the two builds
-    of a pair answer the same work and no two blocks repeat it (a file's prompts are its own)."""
+def block_requests(spec, doc: list[int], seed: str, phase: str, index: int, load: Level) -> list[wl.Request]:
+    """A block's requests: seeded by the round's drawn seed, the phase and the index, so the two builds
+    of a pair answer the same work, no two blocks repeat it, and no server knows it before the blocks
+    begin (a file's prompts are its own, and public)."""
     w = spec.workload
-    seed = int.from_bytes(hashlib.sha256(f"{spec.seed}/{phase}/{index}".encode()).digest()[:8], "big")
+    block = int.from_bytes(hashlib.sha256(f"{seed}/{phase}/{index}".encode()).digest()[:8], "big")
     bos = doc[0]        # every prompt starts as the document does (llama.cpp's tokenizer: BOS)
     if w.kind == "random":
-        reqs = wl.random_requests(doc, w.requests, tuple(w.input), tuple(w.output), seed, bos=bos)
+        reqs = wl.random_requests(doc, w.requests, tuple(w.input), tuple(w.output), block, bos=bos)
+        reqs = wl.mix_drawn(reqs, wl.vocabulary_of(doc), w.drawn, block, keep=1)
     elif w.kind == "shared_prefix":
-        reqs = wl.shared_prefix_requests(doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), seed,
+        reqs = wl.shared_prefix_requests(doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), block,
                                          groups=w.groups, bos=bos)
+        reqs = wl.mix_drawn(reqs, wl.vocabulary_of(doc), w.drawn, block, keep=w.prefix)  # the prefix stays shared
     else:
         reqs = wl.file_requests(Path(w.file), w.output[1])
     if load.rate > 0:
-        reqs = wl.poisson_arrivals(reqs, load.rate, seed)
+        reqs = wl.poisson_arrivals(reqs, load.rate, block)
     return reqs
 
 
@@ -140,7 +165,7 @@ def check_workload(p) -> None:
     refused before anything is built, naming the key (and the line)."""
     doc = [int(x) for x in Path(p.parity.document).read_text().split()]
     try:
-        block_requests(p.server, doc, "timed", 0, Level(p.server.concurrency, p.server.rate))
+        block_requests(p.server, doc, "check", "timed", 0, Level(p.server.concurrency, p.server.rate))
     except wl.WorkloadError as e:
         raise UsageError(f"{p.path}: key 'server.workload': {e}",
                          "Fix the workload: its lengths must fit the document, and each line of a "
@@ -189,7 +214,7 @@ def check(b: Bench, servers: Servers, builds: list[str], emit: ev.Emit,
                 raise
             side.error = str(e)
             continue
-        side.ready_s = servers.ready_s.get(build)
+        side.ready_s, side.ready_cpu_s = servers.ready_s.get(build), servers.ready_cpu_s.get(build)
         _answer(servers, served, positions, ref, side)
         emit(ev.Notice(level="info", code="server-check", message=_said(build, side)))
     return record
@@ -242,7 +267,8 @@ def _said(build: str, side: ServedSide) -> str:
     first = sum(c.diverged_at() != 0 and not c.error for c in side.completions)
     same, asked = agreed(side)
     probe = ", ".join(f"{x * 1e3:.0f}" for x in side.probe_ttft_s)
-    return (f"{build}'s server ready in {side.ready_s:.1f} s; {first} of {len(side.completions)} greedy completions "
+    cpu = "" if side.ready_cpu_s is None else f" ({side.ready_cpu_s:.1f} CPU s)"
+    return (f"{build}'s server ready in {side.ready_s:.1f} s{cpu}; {first} of {len(side.completions)} greedy completions "
             f"start with the reference's token, {same} of {asked} tokens agree before the first difference; "
             f"a repeated prompt's time to first token: {probe} ms")
 
@@ -258,8 +284,9 @@ def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Pat
     monitor = b.tele.monitor(0.1, own_pids=served.pids)
     t0 = time.monotonic()
     try:
+        # every timed token is graded after the blocks: a response that withholds its ids is misreported
         blk = client.drive(served.url, spec.endpoint, reqs, fields=spec.request,
-                           concurrency=servers.load.concurrency, timeout_s=spec.timeout_s)
+                           concurrency=servers.load.concurrency, timeout_s=spec.timeout_s, ids=True)
     finally:
         telemetry = monitor.stop()
     wall = time.monotonic() - t0

@@ -35,6 +35,12 @@ class Speed:
         build (the timed path's check reads them)."""
         p, cfg = self.p, self.cfg
         done = cfg.resume.done_reps() if cfg.resume else {}
+        if done and p.serving:
+            # what those blocks served (to be graded) was in the interrupted round's work directory, and
+            # their workload's seed was never revealed: a serving round's blocks are all measured anew
+            done = {}
+            self._notice("warn", "blocks-anew", "a resumed serving round measures its blocks anew: the "
+                         "interrupted round's served tokens and workload seed are not kept")
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
         for f in b.inputs.iterdir():
             f.read_bytes()

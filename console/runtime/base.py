@@ -110,7 +110,8 @@ class Runtime(Protocol):
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
             watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...
     def serve_address(self, port: int) -> tuple[str, int]: ...   # (host, port) a server listens on
-    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
+    # a server sees its own tree, the model and its own output directory: never the round's inputs
+    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path,
               out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
               models: dict[str, str] | None = None) -> Served: ...
     def abort(self) -> None: ...

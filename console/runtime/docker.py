@@ -460,7 +460,7 @@ class DockerRuntime:
     def serve(self, built: BuildResult, argv: list[str], **kw) -> Served:
         return serve(self, built, argv, **kw)
 
-    def _container_config(self, argv: list[str], src_dir: Path, inputs_dir: Path, out_dir: Path, run: RunSpec,
+    def _container_config(self, argv: list[str], src_dir: Path, inputs_dir: Path | None, out_dir: Path, run: RunSpec,
                           label: str, gpus: bool, models: dict[str, str] | None) -> dict:
         """How a rep's container is locked down: what it sees, what it may write, its limits."""
         from docker.types import DeviceRequest, LogConfig, Mount
@@ -470,7 +470,7 @@ class DockerRuntime:
             # the argv is the whole command: a base's entrypoint (nvidia/cuda's prints a banner) is not run
             command=argv, entrypoint=[], detach=True, network_mode="none", read_only=True, user=run.user,
             mounts=[Mount(SRC_ROOT, str(src_dir), type="bind", read_only=True),
-                    Mount(INPUTS_ROOT, str(inputs_dir), type="bind", read_only=True),
+                    *([Mount(INPUTS_ROOT, str(inputs_dir), type="bind", read_only=True)] if inputs_dir else []),
                     Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False),
                     # weights: mounted read-only, never copied into a tree or an image
                     *[Mount(f"{MODEL_ROOT}/{name}", path, type="bind", read_only=True)
@@ -614,12 +614,14 @@ def _set_paused(container, paused: bool, label: str) -> None:
                      "Check the Docker daemon; the idle server must be frozen while the other is timed.")
 
 
-def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
+def serve(rt: "DockerRuntime", built: BuildResult, argv: list[str], *, port: int, src_dir: Path,
           out_dir: Path, run: RunSpec, label: str, gpus: bool = False, models: dict[str, str] | None = None) -> Served:
-    """Start a build's server in a container locked down like a rep's, alone on an internal network."""
+    """Start a build's server in a container locked down like a rep's, alone on an internal network.
+    It sees its own tree, the model and its own output directory, not the round's inputs (the
+    document, the reference, the grading's files): nothing it answers may be looked up there."""
     out_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o777)
-    kwargs = rt._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models)
+    kwargs = rt._container_config(argv, src_dir, None, out_dir, run, label, gpus, models)
     del kwargs["network_mode"]
     net = container = None
     try:

@@ -213,14 +213,13 @@ class LocalRuntime:
             sock.bind(("127.0.0.1", 0))
             return "127.0.0.1", sock.getsockname()[1]
 
-    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, inputs_dir: Path,
-              out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
+    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
               models: dict[str, str] | None = None) -> Served:
         """The build's server as a process of its own group, listening on loopback."""
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)
         model_dir = self._model_links(models)
-        args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
+        args = [map_paths(a, root, None, out_dir, model_dir) for a in argv]
         env = _run_env(built, run)
         log = out_dir / "server.log"
         with open(log, "wb") as sink:

@@ -215,11 +215,18 @@ async def _head(resp: httpx.Response) -> str:
     return body[:ERROR_BODY_BYTES].decode("utf-8", errors="replace")
 
 
-def _check_count(rec: RequestRecord) -> None:
+def _check_count(rec: RequestRecord, ids: bool = False) -> None:
     """A response's accounting: as many tokens as asked, and where the server says so, the ids it
     streamed and the prompt it read agree with that (a server that reads less of the prompt, or
-    generates fewer tokens than it reports, does less work than it is timed for)."""
+    generates fewer tokens than it reports, does less work than it is timed for). With ``ids`` the
+    endpoint streams every token's id, and a response that withholds them is misreported: the
+    console, not the server, decides which responses are graded."""
     if rec.error:
+        return
+    if ids and rec.output_tokens == rec.max_tokens and len(rec.token_ids) != rec.output_tokens:
+        rec.error, rec.misreported = (f"streamed {len(rec.token_ids)} token ids for {rec.output_tokens} tokens: "
+                                      "the endpoint streams each token's id, so a response without them cannot "
+                                      "be graded"), True
         return
     if rec.output_tokens < rec.max_tokens:
         rec.error, rec.short = f"stopped early: {rec.output_tokens} of {rec.max_tokens} tokens", True
@@ -237,7 +244,7 @@ def _body(req: Request, fields: Mapping[str, Any], **extra: Any) -> dict[str, An
 
 
 async def stream_one(client: httpx.AsyncClient, url: str, req: Request, fields: Mapping[str, Any],
-                     t0: float, timeout_s: float) -> RequestRecord:
+                     t0: float, timeout_s: float, ids: bool = False) -> RequestRecord:
     """POST one streaming completion (OpenAI ``/v1/completions``) and record every text chunk's
     arrival. Errors are recorded, never raised; ``timeout_s`` bounds the whole request."""
     rec = RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens)
@@ -256,7 +263,7 @@ async def stream_one(client: httpx.AsyncClient, url: str, req: Request, fields: 
     except (httpx.HTTPError, OSError) as e:
         rec.error = f"{type(e).__name__}: {e}"
     rec.end_s = time.perf_counter() - t0
-    _check_count(rec)
+    _check_count(rec, ids)
     return rec
 
 
@@ -267,9 +274,10 @@ def _url(base_url: str, path: str) -> str:
 
 
 async def run_block(base_url: str, endpoint: str, requests: Sequence[Request], *,
-                    fields: Mapping[str, Any], concurrency: int, timeout_s: float) -> Block:
+                    fields: Mapping[str, Any], concurrency: int, timeout_s: float, ids: bool = False) -> Block:
     """Send ``requests``, at most ``concurrency`` in flight. A request waits for its ``at_s``
-    arrival and then for a free slot, so the cap holds for arrival-rate loads too."""
+    arrival and then for a free slot, so the cap holds for arrival-rate loads too. ``ids``: every
+    response must stream its tokens' ids (``_check_count``)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     url = _url(base_url, endpoint)
@@ -287,7 +295,7 @@ async def run_block(base_url: str, endpoint: str, requests: Sequence[Request], *
             if wait > 0:
                 await asyncio.sleep(wait)
             async with slots:
-                return await stream_one(client, url, req, fields, t0, timeout_s)
+                return await stream_one(client, url, req, fields, t0, timeout_s, ids)
 
         records = await asyncio.gather(*(one(r) for r in requests))
     records = sorted(records, key=lambda r: r.index)

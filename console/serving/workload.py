@@ -1,6 +1,12 @@
 """The requests a block sends: drawn from a token-id document by seed, or read from a JSON Lines
 file, optionally spread over time by Poisson arrivals, and hashed so a receipt pins the exact work.
 
+A document is public, and so is every slice of it: a server could compute the answers to all of
+them before it says it is ready. ``mix_drawn`` overwrites a few positions of each prompt (its last
+always) with ids drawn from the document's own vocabulary, so that the prompts a round can send are
+far too many to answer in advance (``prompt_space_log10`` says how many); the round's seed, drawn
+from the operating system when its blocks begin, picks which.
+
 Nothing here touches the network; reading a workload file is the only I/O.
 """
 from __future__ import annotations
@@ -106,6 +112,51 @@ def shared_prefix_requests(doc: Sequence[int], n: int, prefix: int, input: tuple
     offsets = rng.choice(len(doc) - hi + 1, size=n, replace=False)
     return [Request(index=i, prompt=heads[i % groups] + _slice(doc, int(offsets[i]), int(lengths[i])),
                     input_tokens=prefix + int(lengths[i]), max_tokens=int(outs[i])) for i in range(n)]
+
+
+# --- drawn tokens --------------------------------------------------------------------
+
+def vocabulary_of(doc: Sequence[int]) -> tuple[int, ...]:
+    """The distinct ids of ``doc``: ids its tokenizer makes from text (no control tokens)."""
+    return tuple(sorted({int(t) for t in doc}))
+
+
+def mix_drawn(requests: Sequence[Request], pool: Sequence[int], drawn: int, seed: int,
+              keep: int = 1) -> list[Request]:
+    """Copies of ``requests`` whose prompts have ``drawn`` positions overwritten with ids drawn
+    uniformly from ``pool``: the last position always (the next token's context is never a slice of
+    the document), the others distinct and uniform after the first ``keep`` (a BOS, a shared
+    prefix). A prompt shorter than that keeps what it can; a text prompt is left as it is."""
+    if drawn <= 0 or not pool:
+        return list(requests)
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in requests:
+        if isinstance(r.prompt, str) or len(r.prompt) <= keep:
+            out.append(r)
+            continue
+        ids = list(r.prompt)
+        last = len(ids) - 1
+        others = rng.choice(last - keep, size=min(drawn - 1, last - keep), replace=False) + keep \
+            if last > keep else np.array([], dtype=int)
+        for at in [last, *(int(x) for x in others)]:
+            ids[at] = int(pool[int(rng.integers(len(pool)))])
+        out.append(replace(r, prompt=tuple(ids)))
+    return out
+
+
+def prompt_space_log10(doc_tokens: int, input: tuple[int, int], drawn: int, pool: int, fixed: int = 1) -> float:
+    """log10 of how many prompts ``random_requests`` and ``mix_drawn`` can make: each length, each
+    place in the document, each choice of the other drawn positions, each drawn id (an upper
+    bound: a drawn id may equal the one it replaces). ``fixed``: leading positions never drawn."""
+    total = 0.0
+    for length in range(input[0], input[1] + 1):
+        places = doc_tokens - (length - fixed) + 1
+        free = max(length - fixed - 1, 0)
+        k = max(min(drawn - 1, free), 0)
+        n = places * math.comb(free, k) * (pool ** min(drawn, max(length - fixed, 0)) if drawn > 0 else 1)
+        total += n
+    return math.log10(total) if total > 0 else 0.0
 
 
 # --- read from a file ------------------------------------------------------------------

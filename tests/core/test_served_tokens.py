@@ -91,3 +91,104 @@ def test_the_candidate_is_never_rejected_for_departing_no_more_than_main(main_ba
     if cand_bad <= main_bad:
         assert not r.candidate
     assert bool(r.main) == (main_bad > 0)
+
+
+# --- what was served is the console's to establish ------------------------------------------
+
+def counted(g: ServedGrade, main: tuple[int, list[str]], cand: tuple[int, list[str]]) -> ServedGrade:
+    g.counted = {"main": main[0], "candidate": cand[0]}
+    g.ungradable = {b: why for b, (_, why) in (("main", main), ("candidate", cand)) if why}
+    return g
+
+
+def test_a_candidate_that_serves_responses_the_console_cannot_grade_is_rejected_with_both_counts():
+    g = counted(grade(0, 0, n=16), (16, []), (64, ["timed block 2 request 5: its stream carried no token ids"] * 48))
+    r = stk.rule(g)
+    assert r.candidate == ["16 of the 64 responses of its counted timed blocks could be graded (48 carried no "
+                           "usable token ids; first: timed block 2 request 5: its stream carried no token ids)"]
+    assert not r.main_broken
+    assert stk.rule(counted(grade(0, 0, n=16), (16, []), (16, []))).candidate == []
+
+
+def test_mains_ungradable_responses_make_the_round_infra_not_a_pass():
+    g = counted(grade(0, 0, n=16), (17, ["timed block 0 request 3: it failed"]), (16, []))
+    reasons, warnings = [], []
+    gate._grade_server(type("P", (), {"server": ServedCheck(graded=g)})(), reasons, warnings)
+    [main] = [x for x in reasons if x.code == "served-tokens-main"]
+    assert main.build is None and main.message.startswith("main's own server under load: 16 of the 17 responses")
+
+
+# --- served tokens graded as parity grades ------------------------------------------------
+
+def like_parity(g: ServedGrade) -> ServedGrade:
+    g.agree_min, g.gap_max, g.gap_floor, g.ratchet = 0.84, 0.10, 0.05, 2.0
+    return g
+
+
+def near_ties(build: str, every: int, gap: float, n: int = 48) -> list[GradedRequest]:
+    """``n`` requests of 8 tokens, every ``every``-th token a near-tie ``gap`` nats below the argmax."""
+    return [req(build, [gap if (8 * i + k) % every == 0 else 0.0 for k in range(8)], i) for i in range(n)]
+
+
+def graded_like_parity(main: list[GradedRequest], cand: list[GradedRequest]) -> ServedGrade:
+    return like_parity(ServedGrade(margin=2.0, false_reject=0.01, available={"main": len(main), "candidate": len(cand)},
+                                   requests=main + cand))
+
+
+def test_a_candidate_systematically_worse_within_the_margin_is_rejected_by_the_ratchet():
+    # no token departs (every gap is inside the 2-nat margin), yet a third of its tokens are not the
+    # reference's choice, at 0.24 nats on average: 12x main's
+    r = stk.rule(graded_like_parity(near_ties("main", 32, 0.6), near_ties("candidate", 3, 0.7)))
+    assert r.table["candidate"]["departed"] == 0 and r.table["main"]["departed"] == 0
+    assert r.table["main"]["agreement"] == 1 - 1 / 32 and round(r.table["candidate"]["mean_gap"], 3) == 0.233
+    assert any("over the bar 0.1" in x for x in r.candidate), r.candidate
+    assert not any("ratchet" in x for x in r.candidate)           # over the bar it has already failed
+    # under the bars but from the floor on, twice main's: the ratchet alone rejects
+    r = stk.rule(graded_like_parity(near_ties("main", 32, 0.6), near_ties("candidate", 8, 0.5)))
+    assert len(r.candidate) == 1 and "0.0625 nats below" in r.candidate[0] and "3.3x main's 0.0187" in r.candidate[0]
+
+
+def test_an_honest_candidate_like_the_newer_release_passes_and_mains_own_failures_are_said():
+    # 0.3.36 against 0.3.16 on this node: about 6.5 % and 4.3 % near-ties, each well inside the margin
+    r = stk.rule(graded_like_parity(near_ties("main", 23, 0.35), near_ties("candidate", 15, 0.45)))
+    assert r.candidate == [] and r.main == []
+    r = stk.rule(graded_like_parity(near_ties("main", 4, 1.5), near_ties("candidate", 4, 1.5)))
+    assert r.main and all("bar" in x for x in r.main) and r.candidate    # both over the bars: said for both
+    assert not any("ratchet" in x for x in r.candidate)                  # no worse than main's
+
+
+@settings(max_examples=80, deadline=None)
+@given(m_every=st.integers(2, 64), c_every=st.integers(2, 64), m_gap=st.floats(0.0, 2.0), c_gap=st.floats(0.0, 2.0))
+def test_the_ratchet_never_rejects_a_candidate_no_worse_than_main_or_under_the_floor(m_every, c_every, m_gap, c_gap):
+    g = graded_like_parity(near_ties("main", m_every, m_gap), near_ties("candidate", c_every, c_gap))
+    s = stk.sides(g)
+    ratchet = any("ratchet" in x for x in stk.rule(g).candidate)
+    c, m = s["candidate"].mean_gap, s["main"].mean_gap
+    assert ratchet == (0.05 <= c <= 0.10 and c >= 2.0 * m)
+    if s["candidate"].mean_gap <= s["main"].mean_gap or s["candidate"].mean_gap < 0.05:
+        assert not ratchet
+
+
+# --- before the blocks and around them ------------------------------------------------------
+
+def test_a_candidate_that_works_long_before_it_is_ready_is_said_with_both_figures():
+    from console.core.serving import ready_work
+    from console.core.served import ServedSide
+    main, cand = ServedSide(ready_s=1.2, ready_cpu_s=0.9), ServedSide(ready_s=31.0, ready_cpu_s=29.5)
+    said = ready_work(main, cand)
+    assert said.startswith("the candidate's server spent 29.5 CPU seconds before it was ready (31.0 s wall), "
+                           "main's 0.9 (1.2 s)")
+    assert ready_work(main, ServedSide(ready_s=1.5, ready_cpu_s=4.0)) is None     # 4.4x, but 3.1 s more
+    assert ready_work(ServedSide(ready_s=20, ready_cpu_s=20.0), ServedSide(ready_s=30, ready_cpu_s=30.0)) is None
+    assert ready_work(main, ServedSide()) is None and ready_work(main, main) is None
+
+
+def test_a_revealed_seed_that_is_not_the_committed_one_is_infra():
+    from console.core.served import WorkloadDraw, commitment_of
+    good = WorkloadDraw(seed="ab" * 16, commitment=commitment_of("ab" * 16), drawn=4, space_log10=21.6)
+    assert good.holds() and ServedCheck.from_dict(ServedCheck(workload=good).to_dict()).workload == good
+    reasons = []
+    bad = WorkloadDraw(seed="cd" * 16, commitment=good.commitment)
+    gate._grade_server(type("P", (), {"server": ServedCheck(workload=bad)})(), reasons, [])
+    [x] = [x for x in reasons if x.code == "workload-commitment"]
+    assert x.build is None and "is not the one whose sha256" in x.message

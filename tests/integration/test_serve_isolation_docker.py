@@ -1,6 +1,7 @@
 """An idle server that tries, against the real daemon: two builds' servers, each of which burns CPU
 and listens. One cannot reach the other's address; the idle one is frozen (its CPU stops) while the
-other runs; the round's end leaves no container, running or paused, and no network."""
+other runs; neither sees anything of the apparatus (its mounts are its own tree, the model and its
+own output); the round's end leaves no container, running or paused, and no network."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ import pytest
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
 from console.round.plan import DOC_NAME
+from console.runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT, SRC_ROOT
 from console.round.reps import Bench
 from console.round.serve import Servers
 from console.runtime.base import BuildResult, Served
@@ -46,11 +48,13 @@ def servers(base_image, tmp_path):
     p = replace(p, server=replace(p.server, command=("/bin/sh", "/src/server.sh", "{port}"), warmup=0,
                                   restart="never", ready_timeout_s=30.0))
     shutil.copyfile(p.parity.document, tmp_path / "inputs" / DOC_NAME)
+    (tmp_path / "model.gguf").write_bytes(b"GGUF weights")
     rt = DockerRuntime(round_label=f"test-serve-isolation-{os.urandom(3).hex()}")
     built = {b: BuildResult(build=b, image_id=base_image, base_image_id=base_image, compiler="", seconds=0.0)
              for b in ("main", "candidate")}
     b = Bench(rt=rt, builds=built, src_dirs={"main": src, "candidate": src}, inputs=tmp_path / "inputs",
-              work=tmp_path, gpus=False, tele=None, preflight={}, profile=p)
+              work=tmp_path, gpus=False, tele=None, preflight={}, profile=p,
+              models={"model.gguf": str(tmp_path / "model.gguf")})
     s = Servers(b, lambda *a: None)
     s.get("main")
     s.get("candidate")
@@ -75,6 +79,22 @@ def _connects(container, url: str) -> bool:
     return r.exit_code == 0
 
 
+
+
+def test_a_server_sees_its_own_tree_the_model_and_its_output_and_nothing_of_the_apparatus(servers):
+    """``docker inspect``'s mounts of each server: its tree and the model read-only, its own output
+    directory, and not the round's inputs (the document, the reference, the grading's files)."""
+    for build in ("main", "candidate"):
+        served = servers.live[build]
+        served.resume()                 # a frozen container runs no command
+        c = _container(servers, served)
+        c.reload()
+        mounts = {m["Destination"]: m for m in c.attrs["Mounts"]}
+        assert set(mounts) == {SRC_ROOT, OUT_ROOT, f"{MODEL_ROOT}/model.gguf"}, mounts
+        assert not mounts[SRC_ROOT]["RW"] and not mounts[f"{MODEL_ROOT}/model.gguf"]["RW"] and mounts[OUT_ROOT]["RW"]
+        assert mounts[OUT_ROOT]["Source"].endswith(f"/servers/{build}-1")
+        r = c.exec_run(["sh", "-c", f"ls {INPUTS_ROOT}; cat {MODEL_ROOT}/model.gguf"])
+        assert b"No such file" in r.output and b"GGUF weights" in r.output, r.output
 
 
 def test_one_server_cannot_reach_the_others_address(servers):

@@ -1,14 +1,19 @@
 """Serving rounds through a real llama-server: 0.3.16's, built from its sdist with the server, on the
 real GGUF model, driven by the console's own load client, its served tokens graded after the
-blocks; and four serving adversaries (patches over main's server): three refused by the check before
-any block is timed, and one that cheats only under load, rejected by the grading of what it served.
-That last one is the module's timed round: main's side of it is an honest server's whole round.
+blocks; and six serving adversaries (patches over main's server): three refused by the check before
+any block is timed; one that cheats only under load, rejected by the grading of what it served (the
+module's timed round: main's side of it is an honest server's whole round); one that withholds the
+ids of what it skims, so that only its honest answers could be graded (its block is misreported);
+and one that computed, before it was ready, the answers to the workload the console used to send
+(every timed prompt was public), rejected because a round's prompts are now drawn when its blocks
+begin and its stored answers depart from the reference's.
 
 Everything here is real: the daemon, the compiler in the pinned image, the server, the model, the
 HTTP. Missing pieces fail with what to run (`make llama-setup`), never skip.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -89,16 +94,40 @@ def test_every_served_token_is_graded_and_only_the_skimming_server_departs(under
     r, v = rnd.receipt, verdict_of(events)
     assert v["outcome"] == "rejected" and codes(v) == {"served-tokens"}, v["reasons"]
     graded = v["parity"]["server"]["graded"]
-    count = {b: 8 * len(blocks(r, b, "timed") + blocks(r, b, "warmup")) for b in ("main", "candidate")}
-    assert graded["available"] == count
-    assert graded["main"]["requests"] == graded["candidate"]["requests"] == min(96, count["main"])
+    count = {b: 8 * len(blocks(r, b, "timed")) for b in ("main", "candidate")}
+    # every response of every counted timed block, each with its ids, is graded: none is left out
+    assert graded["counted"] == graded["available"] == count and graded["ungradable"] == {}
+    assert graded["main"]["requests"] == graded["candidate"]["requests"] == count["main"] == 32
     assert all(len(q["served"]) == len(q["best"]) == 16 for q in r["parity"]["server"]["graded"]["requests"])
+    # graded as parity grades: main's served tokens agree with the reference's choice nearly always
+    assert graded["main"]["agreement"] > 0.9 and graded["main"]["mean_gap"] < 0.05
     # the honest server departs nowhere; the one that skims under load, often
     assert graded["main"]["departed"] == 0 and graded["candidate"]["departed"] >= 12, graded
     assert graded["seconds"] > 0
-    [why] = [x["message"] for x in v["reasons"] if x["code"] == "served-tokens"]
-    assert why.startswith("candidate's server under load: ") and "depart from the reference's tokens" in why
-    assert "main's 0 of" in why
+    why = [x["message"] for x in v["reasons"] if x["code"] == "served-tokens"]
+    assert all(x.startswith("candidate's server under load: ") for x in why)
+    [departs] = [x for x in why if "depart from the reference's tokens" in x]
+    assert "main's 0 of" in departs
+    # graded as parity grades too: far fewer of its tokens are the reference's choice than main's
+    assert any("are the reference's own choice, under the bar" in x for x in why), why
+    # the workload was drawn for this round: committed before the first block, revealed after the last
+    work = r["parity"]["server"]["workload"]
+    committed = [e for e in events if e.kind == "workload_committed"]
+    assert len(committed) == 1 and committed[0].commitment == work["commitment"] != work["seed"]
+    assert hashlib.sha256(work["seed"].encode()).hexdigest() == work["commitment"] and work["drawn"] == 4
+
+
+def test_the_revealed_seed_re_derives_every_blocks_requests(under_load, served):
+    from console.core.sweep import Level
+    from console.round.serve import block_requests
+    from console.serving.workload import workload_sha256
+    _, rnd, _ = under_load
+    r = rnd.receipt
+    doc = [int(x) for x in Path(served.parity.document).read_text().split()]
+    seed = r["parity"]["server"]["workload"]["seed"]
+    for rep in blocks(r, "main") + blocks(r, "candidate"):
+        reqs = block_requests(served.server, doc, seed, rep["phase"], rep["index"], Level(4))
+        assert workload_sha256(reqs) == rep["reported"]["workload_sha256"]
 
 
 def test_the_blocks_export_as_a_table_and_as_vllm_named_results(under_load, tmp_path, capsys):
@@ -128,3 +157,33 @@ def test_a_serving_adversary_is_refused_by_the_check_before_any_block(served, tm
     assert v["parity"]["server"]["main"]["status"] == "pass"
     assert any(x["message"].startswith(f"candidate's server: {said}") for x in v["reasons"]), v["reasons"]
     assert not blocks(r, "main") and not blocks(r, "candidate")     # nothing was timed
+
+
+def test_a_server_that_withholds_the_ids_of_what_it_skims_is_rejected_at_its_first_block(served, tmp_path):
+    """skims-under-load, except that the requests it skims stream their text without ids: were only
+    the responses that carry ids graded, it would be graded on its honest answers alone. The console
+    establishes what was served: a timed response without its ids is misreported."""
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / "withholds-ids.patch")), tmp_path, reps=4)
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] == "rejected" and v["parity"]["server"]["candidate"]["status"] == "pass", v["reasons"]
+    [why] = [x["message"] for x in v["reasons"] if x["code"] == "failed-run"]
+    assert "the server misreported its work on " in why and "token ids for 16 tokens" in why, why
+    assert not [b for b in blocks(r, "candidate") if b["status"] == "ok"]     # no block of it counted
+
+
+def test_answers_computed_before_ready_for_a_public_workload_are_rejected(served, tmp_path):
+    """A server that computed, before it said it was ready, the answers to the 72 prompts the console
+    used to send (seed 0: every one public) and serves a stored answer instead of reading the prompt.
+    The round's prompts are drawn only once both servers are ready, so it finds none of them; betting
+    that a stored answer is close enough, it serves answers the reference would not, and the time it
+    spent before ready is said beside main's."""
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / "precomputes-public.patch")), tmp_path,
+                              reps=4)
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] == "rejected" and "served-tokens" in codes(v), v["reasons"]
+    graded = v["parity"]["server"]["graded"]
+    assert graded["main"]["departed"] == 0 and graded["candidate"]["departed"] >= graded["candidate"]["requests"] // 2
+    check = r["parity"]["server"]
+    assert check["candidate"]["ready_cpu_s"] > 10 * max(check["main"]["ready_cpu_s"], 0.5)
+    [ready] = [w["message"] for w in v["warnings"] if w["code"] == "server-ready-work"]
+    assert ready.startswith("the candidate's server spent ")

@@ -3,6 +3,7 @@ the local runtime: a whole block is a valid rep; a block with failed requests is
 fast, it is retried like a suspect rep and then ends the round as an infrastructure failure."""
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import replace
@@ -39,13 +40,20 @@ def _bench(tmp_path: Path, command: list[str]) -> Bench:
                  gpus=False, tele=tele, preflight=tele.preflight(rules=p.preflight), profile=p)
 
 
+def _servers(b: Bench) -> Servers:
+    """The round's servers with the timed workload's seed drawn, as the serving stage draws it."""
+    servers = Servers(b, lambda *a: None)
+    servers.draw()
+    return servers
+
+
 def _item(k: int = 0) -> Item:
     return Item("main", "timed", k, k, 0, 0, "serve", "output_tok_s")
 
 
 def test_a_whole_block_is_a_rep_with_its_figures_and_every_request(tmp_path):
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
-    servers = Servers(b, lambda *a: None)
+    servers = _servers(b)
     try:
         rep, res = run_block(b, servers, _item(), 0, tmp_path / "out")
     finally:
@@ -61,7 +69,7 @@ def test_a_whole_block_is_a_rep_with_its_figures_and_every_request(tmp_path):
 
 def test_a_block_with_failed_requests_is_retried_then_the_round_is_infra(tmp_path):
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "errors"])
-    servers = Servers(b, lambda *a: None)
+    servers = _servers(b)
     b.blocks = lambda item, attempt, out_dir: run_block(b, servers, item, attempt, out_dir)
     recorded = []
     try:
@@ -75,15 +83,39 @@ def test_a_block_with_failed_requests_is_retried_then_the_round_is_infra(tmp_pat
     assert "slot unavailable" in str(e.value)
 
 
-def test_a_server_that_misreports_its_work_fails_its_block_never_retried(tmp_path):
-    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "skims"])
-    servers = Servers(b, lambda *a: None)
+@pytest.mark.parametrize("mode, said", [
+    ("skims", r"8 of 8 requests \(request #0: read "),
+    # the console, not the server, decides what is graded: a timed response that streams text
+    # without its ids is misreported, whatever else it got right (every other request, as they arrive)
+    ("withholds", r"4 of 8 requests \(request #\d: streamed 0 token ids for 16 tokens"),
+])
+def test_a_server_that_misreports_its_work_fails_its_block_never_retried(tmp_path, mode, said):
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", mode])
+    servers = _servers(b)
     try:
         rep, _ = run_block(b, servers, _item(), 0, tmp_path / "out")
     finally:
         servers.stop_all()
     assert rep.status == "failed" and rep.value is None and rep.suspect == []
-    assert rep.refusals[0].startswith("the server misreported its work on 8 of 8 requests (request #0: read ")
+    assert re.match(f"the server misreported its work on {said}", rep.refusals[0]), rep.refusals
+
+
+def test_each_round_draws_its_timed_workload_and_commits_to_it(tmp_path):
+    """The timed requests are a function of a seed drawn from the operating system when the blocks
+    begin: two rounds never send the same work, and the seed's sha256 is what is said beforehand."""
+    from console.core.served import commitment_of
+    from console.round.serve import block_requests
+    from console.serving.workload import workload_sha256
+    b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
+    first, second = Servers(b, lambda *a: None), Servers(b, lambda *a: None)
+    with pytest.raises(RuntimeError, match="before the round drew"):
+        first.requests("timed", 0)
+    a, z = first.draw(), second.draw()
+    assert a.seed != z.seed and a.commitment == commitment_of(a.seed) and a.holds() and a.drawn == 4
+    assert a.space_log10 > 20
+    assert workload_sha256(first.requests("timed", 0)) != workload_sha256(second.requests("timed", 0))
+    # the revealed seed re-derives every block's requests
+    assert first.requests("timed", 3) == block_requests(b.profile.server, first.doc, a.seed, "timed", 3, first.load)
 
 
 def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):
@@ -98,7 +130,7 @@ def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):
 def test_a_server_that_dies_under_load_fails_its_block_with_its_log_and_is_not_restarted(tmp_path):
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}", "--mode", "dies"])
     b = replace(b, profile=replace(b.profile, server=replace(b.profile.server, warmup=0)))
-    servers = Servers(b, lambda *a: None)
+    servers = _servers(b)
     try:
         rep, _ = run_block(b, servers, _item(), 0, tmp_path / "out")
         assert rep.status == "failed" and rep.value is None and rep.exit_code is None
@@ -115,7 +147,7 @@ def test_a_server_that_dies_under_load_fails_its_block_with_its_log_and_is_not_r
 def test_restart_per_block_starts_the_server_again_before_each_block_and_counts_it(tmp_path):
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
     b = replace(b, profile=replace(b.profile, server=replace(b.profile.server, restart="block", warmup=0)))
-    servers = Servers(b, lambda *a: None)
+    servers = _servers(b)
     try:
         reps = [run_block(b, servers, _item(k), 0, tmp_path / f"out{k}")[0] for k in range(2)]
     finally:

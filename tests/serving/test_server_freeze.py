@@ -93,12 +93,11 @@ def test_the_local_runtime_pause_stops_the_servers_cpu_and_resume_restarts_it(tm
     profile = load_profile(SERVER_PROFILE)
     root = tmp_path / "build"
     (root / "engine").mkdir(parents=True)
-    (tmp_path / "in").mkdir()
     built = BuildResult(build="main", image_id="local", base_image_id="host", compiler="", seconds=0.0,
                         root=str(root))
     rt = LocalRuntime(tmp_path / "rt")
     served = rt.serve(built, ["/bin/sh", "-c", "while :; do :; done"], port=1, src_dir=root,
-                      inputs_dir=tmp_path / "in", out_dir=tmp_path / "srv", run=profile.run, label="main/server/1")
+                      out_dir=tmp_path / "srv", run=profile.run, label="main/server/1")
     try:
         assert _advances(served, 0.05, 10)
         served.pause()

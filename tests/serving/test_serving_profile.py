@@ -38,7 +38,8 @@ def test_the_shipped_serving_profile_loads_with_its_guards_and_load():
     assert (p.server.concurrency, p.server.workload.requests, p.server.check.longest) == (4, 8, 512)
     assert [(g.metric, g.max_rise) for g in p.gate.latency] == [("ttft_p99_ms", 0.25), ("itl_p99_ms", 0.25)]
     assert p.record().server["endpoint"] == "/completion"      # the receipt keeps the [server] in force
-    assert p.record().server["grade"]["requests"] == 96 and p.server.grade.command[1] == "grade"
+    assert p.record().server["grade"]["requests"] == 0 and p.server.grade.command[1] == "grade"   # every one
+    assert p.server.workload.drawn == 4 and p.server.seed is None
 
 
 @pytest.mark.parametrize("edit, key, expected", [
@@ -59,15 +60,16 @@ def test_a_broken_serving_profile_names_the_key(variant, edit, key, expected):
 def test_a_workload_file_with_a_bad_line_is_refused_when_the_profile_is_read(variant, tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Hello", "max_tokens": 8}\n\n{"prompt": [2, 10, -1]}\n')
-    text = TEXT.replace('workload = { kind = "random", requests = 8, input = [32, 128], output = [16, 16] }',
+    text = TEXT.replace('workload = { kind = "random", requests = 8, input = [32, 128], output = [16, 16], drawn = 4 }',
                         f'workload = {{ kind = "file", file = "{prompts}" }}')
+    assert text != TEXT
     with pytest.raises(ProfileError) as e:
         load_profile(variant(text))
     assert e.value.key == "server.workload.file"
     assert re.search(rf"{re.escape(str(prompts))}: line 3: .*token", e.value.expected)
     prompts.write_text('{"prompt": "Hello", "max_tokens": 8}\n{"prompt": [2, 10, 11]}\n')
     p = load_profile(variant(text))
-    assert [r.max_tokens for r in block_requests(p.server, [2, 3], "timed", 0, Level(4))] == [8, 32]
+    assert [r.max_tokens for r in block_requests(p.server, [2, 3], "s", "timed", 0, Level(4))] == [8, 32]
 
 
 def test_a_workload_longer_than_the_document_is_refused_before_building(variant):
@@ -80,8 +82,15 @@ def test_a_workload_longer_than_the_document_is_refused_before_building(variant)
 def test_both_builds_of_a_pair_get_the_same_requests_and_other_pairs_others():
     p = load_profile(SERVER_PROFILE)
     doc = [int(x) for x in Path(p.parity.document).read_text().split()]
-    a, b = (block_requests(p.server, doc, "timed", k, Level(4)) for k in (0, 1))
-    assert a == block_requests(p.server, doc, "timed", 0, Level(4)) and a != b
+    a, b = (block_requests(p.server, doc, "seed", "timed", k, Level(4)) for k in (0, 1))
+    assert a == block_requests(p.server, doc, "seed", "timed", 0, Level(4)) and a != b
+    assert a != block_requests(p.server, doc, "another seed", "timed", 0, Level(4))
     assert all(r.prompt[0] == doc[0] and 32 <= r.input_tokens <= 128 and r.max_tokens == 16 for r in a)
-    arrivals = block_requests(p.server, doc, "timed", 0, Level(4, 2.0))
+    arrivals = block_requests(p.server, doc, "seed", "timed", 0, Level(4, 2.0))
     assert [r.prompt for r in arrivals] == [r.prompt for r in a] and arrivals[-1].at_s > arrivals[0].at_s > 0
+
+
+def test_a_fixed_workload_seed_is_refused(variant):
+    with pytest.raises(ProfileError) as e:
+        load_profile(variant(TEXT.replace("concurrency = 4\n", "concurrency = 4\nseed = 0\n", 1)))
+    assert e.value.key == "server.seed" and "draws its timed workload's seed" in e.value.expected

@@ -5,8 +5,9 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.serving.workload import (Request, WorkloadError, file_requests, poisson_arrivals,
-                                      random_requests, shared_prefix_requests, workload_sha256)
+from console.serving.workload import (Request, WorkloadError, file_requests, mix_drawn, poisson_arrivals,
+                                      prompt_space_log10, random_requests, shared_prefix_requests,
+                                      vocabulary_of, workload_sha256)
 
 DOC = tuple(range(1000, 1500))     # distinct ids, so a slice's place in the document is known
 
@@ -48,6 +49,42 @@ def test_random_refuses_lengths_longer_than_the_document():
         random_requests(DOC, 1, (5, 4), (1, 1), seed=0)
     with pytest.raises(WorkloadError, match="output lengths"):
         random_requests(DOC, 1, (1, 1), (0, 3), seed=0)
+
+
+# --- drawn tokens ----------------------------------------------------------------------
+
+POOL = tuple(range(5000, 5100))      # ids no document slice holds, so a drawn one is seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), lo=st.integers(2, 40), width=st.integers(0, 40), drawn=st.integers(1, 8),
+       seed=st.integers(0, 2**32))
+def test_drawn_ids_overwrite_the_last_position_and_others_after_the_bos(n, lo, width, drawn, seed):
+    plain = random_requests(DOC, n, (lo, lo + width), (4, 4), seed, bos=2)
+    mixed = mix_drawn(plain, POOL, drawn, seed, keep=1)
+    for a, b in zip(plain, mixed):
+        assert len(a.prompt) == len(b.prompt) and b.input_tokens == a.input_tokens and b.prompt[0] == 2
+        changed = [i for i, (x, y) in enumerate(zip(a.prompt, b.prompt)) if x != y]
+        assert changed[-1] == len(a.prompt) - 1                        # the last always
+        assert len(changed) == min(drawn, len(a.prompt) - 1) and 0 not in changed
+        assert all(b.prompt[i] in POOL for i in changed)
+    assert mixed == mix_drawn(plain, POOL, drawn, seed, keep=1)         # re-derivable from its seed
+    assert mix_drawn(plain, POOL, 0, seed) == plain
+
+
+def test_a_shared_prefix_stays_shared_under_drawn_ids():
+    reqs = shared_prefix_requests(DOC, 8, 10, (5, 9), (3, 3), seed=3, groups=2, bos=2)
+    mixed = mix_drawn(reqs, POOL, 3, 3, keep=10)
+    assert all(a.prompt[:10] == b.prompt[:10] and a.prompt != b.prompt for a, b in zip(reqs, mixed))
+
+
+def test_the_space_of_prompts_is_counted_and_drawn_ids_make_it_too_large_to_answer_in_advance():
+    # plain slices: one per place and length (2,397 tokens, 32-128 long: about 220,000)
+    assert round(10 ** prompt_space_log10(2397, (32, 128), 0, 656)) == sum(2397 - (n - 1) + 1 for n in range(32, 129))
+    assert 10 ** prompt_space_log10(10, (3, 3), 1, 7) == pytest.approx(9 * 7)         # 9 places, last id of 7
+    assert 10 ** prompt_space_log10(10, (4, 4), 2, 7) == pytest.approx(8 * 2 * 49)    # + one of 2 other places
+    assert prompt_space_log10(2397, (32, 128), 4, 656) > 21
+    assert vocabulary_of([5, 3, 5, 9]) == (3, 5, 9)
 
 
 # --- shared prefix ---------------------------------------------------------------------

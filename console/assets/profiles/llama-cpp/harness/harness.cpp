@@ -26,10 +26,13 @@
 // line holds this engine's own argmax at each of those positions instead.
 //
 // grade (teacher forcing): FILE holds one served request per line, its prompt's token ids, a
-// tab, and the ids a server answered. The prompt and the served tokens are decoded together from
-// an empty context; at each served position this engine's own argmax is written with how far the
-// served token's logit is below it (nats of log-probability: 0 when the served token is the
-// argmax). graded.txt: per request, one line of `best:gap` per served token.
+// tab, and the ids a server answered. The prompt and the served tokens are decoded together; at
+// each served position this engine's own argmax is written with how far the served token's logit
+// is below it (nats of log-probability: 0 when the served token is the argmax). graded.txt: per
+// request, one line of `best:gap` per served token, a tab, and the hex of the served ids' text
+// (the bytes a server should have streamed for them). A request whose prompt is the previous
+// request's reuses that prompt's cache: only its last token and the served tokens are decoded
+// again (the console sends each prompt's answers side by side).
 //
 // Exit status: 0 success, 2 bad input (named on stderr), 3 the engine failed.
 #include "llama.h"
@@ -432,6 +435,13 @@ std::vector<llama_token> read_ids(const std::string & text, int n_vocab, int lin
     return ids;
 }
 
+std::string hex_of(const std::string & bytes) {
+    static const char * digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) { out += digits[c >> 4]; out += digits[c & 15]; }
+    return out;
+}
+
 int cmd_grade(const std::map<std::string, std::string> & a) {
     int threads = need_int(a, "threads", 1);
     Engine e(need(a, "model"), 0, threads, false);
@@ -452,14 +462,19 @@ int cmd_grade(const std::map<std::string, std::string> & a) {
     e.new_context((int) longest);
     std::ofstream o(need(a, "out") + "/graded.txt");
     std::vector<float> logits;
+    const std::vector<llama_token> * cached = nullptr;     // the prompt whose positions the context holds
     for (const auto & [prompt, served] : reqs) {
-        if (!llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1)) die(3, "the engine cannot clear its context");
+        // the context keeps positions [0, prompt - 1) of a repeated prompt; anything else starts empty
+        int from = cached && *cached == prompt ? (int) prompt.size() - 1 : 0;
+        if (!llama_memory_seq_rm(llama_get_memory(e.ctx), 0, from, -1)) die(3, "the engine cannot cut its context");
         std::vector<llama_token> seq(prompt);
         seq.insert(seq.end(), served.begin(), served.end() - 1);
         std::vector<int> want;
         for (size_t i = prompt.size() - 1; i < seq.size(); i++) want.push_back((int) i);
         logits.clear();
-        e.run(seq, 0, (int) seq.size(), want, &logits);
+        e.run(seq, from, (int) seq.size(), want, &logits);
+        cached = &prompt;
+        std::string text;
         for (size_t i = 0; i < served.size(); i++) {
             const float * row = logits.data() + i * e.n_vocab;
             int best = 0;
@@ -467,8 +482,9 @@ int cmd_grade(const std::map<std::string, std::string> & a) {
             char cell[48];
             std::snprintf(cell, sizeof cell, "%s%d:%.5f", i ? " " : "", best, row[best] - row[served[i]]);
             o << cell;
+            text += piece(e.vocab, served[i]);
         }
-        o << '\n';
+        o << '\t' << hex_of(text) << '\n';
     }
     return o ? 0 : 3;
 }
