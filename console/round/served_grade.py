@@ -66,7 +66,7 @@ class Pool:
     they streamed, checked against their ids after the harness) and why the others cannot."""
     counted: dict[str, int] = field(default_factory=lambda: {b: 0 for b in BUILDS})
     gradable: dict[str, list[GradedRequest]] = field(default_factory=lambda: {b: [] for b in BUILDS})
-    texts: dict[int, str] = field(default_factory=dict)         # id(GradedRequest) -> streamed text
+    texts: dict[tuple, str] = field(default_factory=dict)       # a response's key -> the text it streamed
     ungradable: dict[str, list[str]] = field(default_factory=lambda: {b: [] for b in BUILDS})
     mismatched: dict[str, int] = field(default_factory=lambda: {b: 0 for b in BUILDS})   # ids not the text
 
@@ -93,8 +93,13 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
                                   request=int(row["request"]), served=[int(t) for t in row["served"]], best=[],
                                   gap=[], prompt=[int(t) for t in row["prompt"]])
                 out.gradable[build].append(r)
-                out.texts[id(r)] = str(row.get("text", ""))
+                out.texts[key_of(r)] = str(row.get("text", ""))
     return out
+
+
+def key_of(r: GradedRequest) -> tuple:
+    """Which response ``r`` is: its build, block, attempt and request."""
+    return r.build, r.phase, r.block, r.attempt, r.request
 
 
 def _rows(work: Path, rep) -> list[dict] | None:
@@ -135,7 +140,7 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
     drawn = [r for build in BUILDS for r in (rng.sample(pool.gradable[build], min(spec.requests, len(pool.gradable[build])))
                                               if spec.requests else pool.gradable[build])]
     t0 = time.monotonic()
-    texts: dict[int, bytes] = {}
+    texts: dict[tuple, bytes] = {}         # a response's key -> its ids' text, as the harness wrote it
     if drawn:
         record.error = _teacher_force(b, drawn, texts)
     if not record.error:
@@ -164,11 +169,11 @@ def said(record: ServedGrade) -> str:
     return (f"served tokens against the {record.basis}'s in {record.seconds:.0f} s: " + "; ".join(parts))
 
 
-def _as_streamed(drawn: list[GradedRequest], pool: Pool, texts: dict[int, bytes]) -> list[GradedRequest]:
+def _as_streamed(drawn: list[GradedRequest], pool: Pool, texts: dict[tuple, bytes]) -> list[GradedRequest]:
     """The graded responses whose ids are the text they streamed; the others become ungradable."""
     kept = []
     for r in drawn:
-        streamed, ids_text = pool.texts.get(id(r), ""), texts.get(id(r), b"")
+        streamed, ids_text = pool.texts.get(key_of(r), ""), texts.get(key_of(r), b"")
         if same_text(ids_text, streamed):
             kept.append(r)
             continue
@@ -195,9 +200,9 @@ def same_text(ids_text: bytes, streamed: str) -> bool:
     return False
 
 
-def _teacher_force(b: Bench, drawn: list[GradedRequest], texts: dict[int, bytes]) -> str:
+def _teacher_force(b: Bench, drawn: list[GradedRequest], texts: dict[tuple, bytes]) -> str:
     """Run the harness's grade command over ``drawn`` on main's build; fill in each request's
-    ``best`` and ``gap`` and (in ``texts``) its ids' text; an error message when the yardstick
+    ``best`` and ``gap`` and (in ``texts``, by ``key_of``) its ids' text; an error message when the yardstick
     failed ("" when it did not). Each distinct (prompt, served) is graded once, the responses to one
     prompt side by side, so the harness decodes that prompt once; the harness runs on every core."""
     p = b.profile
@@ -226,6 +231,6 @@ def _teacher_force(b: Bench, drawn: list[GradedRequest], texts: dict[int, bytes]
     except (OSError, ValueError) as e:
         return f"graded.txt could not be read: {e}"
     for r in drawn:
-        best, gap, texts[id(r)] = by_line[(tuple(r.prompt), tuple(r.served))]
+        best, gap, texts[key_of(r)] = by_line[(tuple(r.prompt), tuple(r.served))]
         r.best, r.gap = list(best), list(gap)
     return ""

@@ -95,15 +95,24 @@ def test_each_prompts_answers_go_to_the_harness_side_by_side_once_each_on_every_
     b = SimpleNamespace(profile=p, inputs=tmp_path / "inputs", work=tmp_path, rt=rt, builds={"main": None},
                         src_dirs={"main": tmp_path}, gpus=False, models={})
 
-    def r(build, prompt, served):
-        return GradedRequest(build=build, phase="timed", block=0, attempt=0, request=0, served=served, best=[], gap=[],
-                             prompt=prompt)
-    drawn = [r("main", [2, 9], [5, 6]), r("main", [2, 3], [7]), r("candidate", [2, 9], [5, 6]),
-             r("candidate", [2, 3], [8])]
+    def r(build, request, prompt, served):
+        return GradedRequest(build=build, phase="timed", block=0, attempt=0, request=request, served=served, best=[],
+                             gap=[], prompt=prompt)
+    drawn = [r("main", 0, [2, 9], [5, 6]), r("main", 1, [2, 3], [7]), r("candidate", 0, [2, 9], [5, 6]),
+             r("candidate", 1, [2, 3], [8])]
     texts = {}
     assert sg._teacher_force(b, drawn, texts) == ""
     # one line per distinct (prompt, served), those of one prompt next to each other
     assert rt.lines == ["2 3\t7", "2 3\t8", "2 9\t5 6"]
     assert rt.argv[rt.argv.index("--threads") + 1] == str(os.cpu_count()) and rt.cpus == float(os.cpu_count())
-    assert [(q.best, q.gap, texts[id(q)]) for q in drawn] == [
+    assert [(q.best, q.gap, texts[sg.key_of(q)]) for q in drawn] == [
         ([5, 6], [0.0, 0.0], b"xx"), ([7], [0.0], b"x"), ([5, 6], [0.0, 0.0], b"xx"), ([8], [0.0], b"x")]
+
+    # a response whose ids are not the text it streamed is taken out of the grading, and counts against it
+    pool = sg.Pool()
+    pool.texts = {sg.key_of(q): "x" * len(q.served) for q in drawn}
+    pool.texts[sg.key_of(drawn[3])] = "y"
+    kept = sg._as_streamed(drawn, pool, texts)
+    assert kept == drawn[:3] and pool.mismatched == {"main": 0, "candidate": 1}
+    assert pool.ungradable["candidate"] == ["timed block 0 request 1: its ids are not the text it streamed "
+                                            "(their text begins b'x', the stream's b'y')"]
