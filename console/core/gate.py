@@ -252,6 +252,10 @@ def _grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str,
         reasons.append(reason("workload-commitment", "the timed workload's revealed seed is not the one whose "
                               f"sha256 ({chk.workload.commitment[:16]}…) was committed before the first block",
                               build=None))
+    if chk.workload is not None and chk.workload.drawn == 0:
+        warnings.append(warning("workload-public", "the timed prompts took no drawn ids (a workload file's, or "
+                                "plain slices of the document): each was public before the round, so a server "
+                                "could have computed its answer before it was ready"))
     if said := serving.ready_work(chk.main, chk.candidate):
         warnings.append(warning("server-ready-work", said))
     if chk.graded is not None:

@@ -183,10 +183,17 @@ def test_a_candidate_that_works_long_before_it_is_ready_is_said_with_both_figure
     assert ready_work(main, ServedSide()) is None and ready_work(main, main) is None
 
 
-def test_a_revealed_seed_that_is_not_the_committed_one_is_infra():
+def test_a_revealed_seed_that_is_not_the_committed_one_is_infra_and_a_public_workload_is_said():
     from console.core.served import WorkloadDraw, commitment_of
     good = WorkloadDraw(seed="ab" * 16, commitment=commitment_of("ab" * 16), drawn=4, space_log10=21.6)
     assert good.holds() and ServedCheck.from_dict(ServedCheck(workload=good).to_dict()).workload == good
+    warnings = []
+    gate._grade_server(type("P", (), {"server": ServedCheck(workload=good)})(), [], warnings)
+    assert not [w for w in warnings if w.code.startswith("workload")]
+    public = WorkloadDraw(seed="ab" * 16, commitment=good.commitment, drawn=0)
+    gate._grade_server(type("P", (), {"server": ServedCheck(workload=public)})(), [], warnings)
+    [w] = [w for w in warnings if w.code == "workload-public"]
+    assert "each was public before the round" in w.message
     reasons = []
     bad = WorkloadDraw(seed="cd" * 16, commitment=good.commitment)
     gate._grade_server(type("P", (), {"server": ServedCheck(workload=bad)})(), reasons, [])
