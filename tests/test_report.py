@@ -64,7 +64,8 @@ def test_the_workload_commitment_is_a_line_that_shows_the_hash_never_the_seed():
     import io
     from console import events as ev
     buf = io.StringIO()
-    LineReporter(buf, colour=False, github=False)(ev.WorkloadCommitted(commitment="ab" * 32, drawn=4, space_log10=21.64))
+    event = ev.WorkloadCommitted(commitment="ab" * 32, drawn=4, space_log10=21.64)
+    LineReporter(buf, colour=False, github=False)(event)
     line = buf.getvalue()
     assert "workload: seed drawn, its sha256 abababababababab… committed" in line
     assert "4 drawn ids per prompt, about 10^21.6 possible prompts" in line

@@ -268,8 +268,8 @@ def _said(build: str, side: ServedSide) -> str:
     same, asked = agreed(side)
     probe = ", ".join(f"{x * 1e3:.0f}" for x in side.probe_ttft_s)
     cpu = "" if side.ready_cpu_s is None else f" ({side.ready_cpu_s:.1f} CPU s)"
-    return (f"{build}'s server ready in {side.ready_s:.1f} s{cpu}; {first} of {len(side.completions)} greedy completions "
-            f"start with the reference's token, {same} of {asked} tokens agree before the first difference; "
+    return (f"{build}'s server ready in {side.ready_s:.1f} s{cpu}; {first} of {len(side.completions)} greedy "
+            f"completions start with the reference's token, {same} of {asked} tokens agree before the first difference; "
             f"a repeated prompt's time to first token: {probe} ms")
 
 

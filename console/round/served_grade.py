@@ -137,8 +137,9 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
                          ratchet=p.gate.ratchet)
     pool = _pool(b.work, receipt, p.gate, p.parity.vocab)
     rng = random.Random(record.seed)
-    drawn = [r for build in BUILDS for r in (rng.sample(pool.gradable[build], min(spec.requests, len(pool.gradable[build])))
-                                              if spec.requests else pool.gradable[build])]
+    drawn = [r for build in BUILDS for r in (
+        rng.sample(pool.gradable[build], min(spec.requests, len(pool.gradable[build]))) if spec.requests
+        else pool.gradable[build])]
     t0 = time.monotonic()
     texts: dict[tuple, bytes] = {}         # a response's key -> its ids' text, as the harness wrote it
     if drawn:

@@ -213,8 +213,8 @@ class LocalRuntime:
             sock.bind(("127.0.0.1", 0))
             return "127.0.0.1", sock.getsockname()[1]
 
-    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-              models: dict[str, str] | None = None) -> Served:
+    def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path, out_dir: Path,
+              run: RunSpec, label: str, gpus: bool = False, models: dict[str, str] | None = None) -> Served:
         """The build's server as a process of its own group, listening on loopback."""
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)

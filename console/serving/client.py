@@ -223,17 +223,15 @@ def _check_count(rec: RequestRecord, ids: bool = False) -> None:
     console, not the server, decides which responses are graded."""
     if rec.error:
         return
-    if ids and rec.output_tokens == rec.max_tokens and len(rec.token_ids) != rec.output_tokens:
-        rec.error, rec.misreported = (f"streamed {len(rec.token_ids)} token ids for {rec.output_tokens} tokens: "
-                                      "the endpoint streams each token's id, so a response without them cannot "
-                                      "be graded"), True
-        return
     if rec.output_tokens < rec.max_tokens:
         rec.error, rec.short = f"stopped early: {rec.output_tokens} of {rec.max_tokens} tokens", True
     elif rec.output_tokens > rec.max_tokens:
         rec.error = f"generated {rec.output_tokens} tokens, more than the {rec.max_tokens} asked"
-    elif rec.token_ids and len(rec.token_ids) != rec.output_tokens:
-        rec.error, rec.misreported = f"streamed {len(rec.token_ids)} token ids but reported {rec.output_tokens} tokens", True
+    elif (ids or rec.token_ids) and len(rec.token_ids) != rec.output_tokens:
+        rec.error, rec.misreported = (
+            f"streamed {len(rec.token_ids)} token ids but reported {rec.output_tokens} tokens" if rec.token_ids else
+            f"streamed 0 token ids for {rec.output_tokens} tokens: the endpoint streams each token's id, so a "
+            "response without them cannot be graded"), True
     elif rec.prompt_tokens is not None and rec.input_tokens and rec.prompt_tokens != rec.input_tokens:
         rec.error, rec.misreported = f"read {rec.prompt_tokens} prompt tokens of the {rec.input_tokens} sent", True
 

@@ -137,8 +137,7 @@ def mix_drawn(requests: Sequence[Request], pool: Sequence[int], drawn: int, seed
             continue
         ids = list(r.prompt)
         last = len(ids) - 1
-        others = rng.choice(last - keep, size=min(drawn - 1, last - keep), replace=False) + keep \
-            if last > keep else np.array([], dtype=int)
+        others = rng.choice(np.arange(keep, last), size=min(drawn - 1, last - keep), replace=False)
         for at in [last, *(int(x) for x in others)]:
             ids[at] = int(pool[int(rng.integers(len(pool)))])
         out.append(replace(r, prompt=tuple(ids)))
@@ -152,10 +151,10 @@ def prompt_space_log10(doc_tokens: int, input: tuple[int, int], drawn: int, pool
     total = 0.0
     for length in range(input[0], input[1] + 1):
         places = doc_tokens - (length - fixed) + 1
-        free = max(length - fixed - 1, 0)
-        k = max(min(drawn - 1, free), 0)
-        n = places * math.comb(free, k) * (pool ** min(drawn, max(length - fixed, 0)) if drawn > 0 else 1)
-        total += n
+        free = max(length - fixed - 1, 0)            # positions a drawn id may take besides the last
+        others = min(drawn - 1, free) if drawn > 0 else 0
+        ids = others + 1 if drawn > 0 and length > fixed else 0     # the last position, and the others
+        total += places * math.comb(free, others) * pool ** ids
     return math.log10(total) if total > 0 else 0.0
 
 
