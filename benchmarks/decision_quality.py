@@ -15,10 +15,12 @@ pooled within-round SD of the recorded receipts' log ratios) and at 3 %, a quiet
 
 - ``gauss``: iid Gaussian; ``t3``: iid Student t with 3 df, scaled to the same SD;
 - ``ar1``: AR(1)-correlated pairs (ρ 0.3), stationary SD the same;
+- ``dips``: Gaussian pairs, and each rep of either build loses U(5 %, 25 %) of its rate with
+  chance 0.04 (a neighbour's burst; at a 3 % base the pairs' SD is about 1.8x their MAD);
 - ``step``: iid Gaussian, and main 5 % slower from the middle of the pair budget on.
 
-The rates are stated for the first two; the last two are off the model the rates rest on and
-are reported as they come out. Printed per true gain: the outcomes, tier accuracy and the
+The rates are stated for every model (the step's false accept is read against the gain before
+the step). Printed per true gain: the outcomes, tier accuracy and the
 pairs the round ran; then the false accept over up to three pooled reruns; then whether a
 regression decided `slower` beside a step change stops its rerun with exit 1; then the pairs to
 a decision with no budget against Wald's SPRT with the noise known (simulated at the same
@@ -56,7 +58,8 @@ REAL_ENGINE = ROOT / "benchmarks" / "data" / "receipts-llama"     # honest real-
 TAIL_DF = 3
 GAINS = (-0.10, -0.035, 0.0, 0.02, 0.035, 0.05, 0.10, 0.20)
 SPRT_GAINS = (-0.10, -0.035, 0.0, 0.035, 0.05, 0.10, 0.20)     # the indifference zone (0, 2 %] has no SPRT
-MODELS = ("gauss", "t3", "ar1", "step")
+MODELS = ("gauss", "t3", "dips", "ar1", "step")
+DIP_CHANCE, DIP_RANGE = 0.04, (0.05, 0.25)
 QUIET_SD = 0.03
 RHO = 0.3
 STEP = 0.05
@@ -98,7 +101,16 @@ def pair_draws(rng: np.random.Generator, model: str, sd: float, gain: float, n: 
     main = rng.normal(0.0, sd / 2, n)
     if model == "step":
         main[step_at:] += math.log1p(-STEP)
-    return main, main + math.log1p(gain) + e
+    cand = main + math.log1p(gain) + e
+    if model == "dips":             # each rep of each build may dip, independently of the other's
+        main, cand = main + _dips(rng, n), cand + _dips(rng, n)
+    return main, cand
+
+
+def _dips(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Log losses of n reps: U(DIP_RANGE) of the rate with chance DIP_CHANCE each."""
+    hit = rng.random(n) < DIP_CHANCE
+    return np.where(hit, np.log1p(-rng.uniform(*DIP_RANGE, n)), 0.0)
 
 
 # --- one simulated round through the runner ------------------------------------------------
@@ -395,29 +407,38 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "demo.toml")
     ap.add_argument("--quick", action="store_true", help="100 rounds per cell, the fitted noise only")
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="noise models to run")
+    ap.add_argument("--sequence", choices=("huber", "t-mixture"), default=None,
+                    help="the decision's sequence (default: the profile's): t-mixture is the rule before the robust one")
+    ap.add_argument("--noise", choices=("fitted", "quiet", "both"), default=None,
+                    help="which pair SD: the recorded receipts' fitted SD, 3 %%, or both (default: both; --quick: fitted)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     loaded = load_profile(args.profile)
     # the guards are a separate rule: the simulated rounds measure the speed decision alone
-    profile = replace(loaded, gate=replace(loaded.gate, guards=()))
+    gate_rules = replace(loaded.gate, guards=(), **({"sequence": args.sequence} if args.sequence else {}))
+    profile = replace(loaded, gate=gate_rules)
     paths = sorted(p for d in (args.dirs or SOURCES) if d.exists() for p in d.glob("*.json"))
     sd, df = fitted_pair_sd(paths)
     g = profile.gate
     print(f"profile {profile.name}: α {g.false_accept:.0%} false accept above {g.significance:.0%}, "
           f"{g.false_slower:.0%} false slower, β {g.miss:.0%} at ±{g.min_gain:.1%}, {g.min_pairs}–{g.max_pairs} "
-          f"pairs, settle {g.settle_pairs}, step check at {g.step_level:.0%}; fitted pair SD {sd:.1%} "
+          f"pairs, settle {g.settle_pairs}, step check at {g.step_level:.0%}, {g.sequence} sequence; "
+          f"fitted pair SD {sd:.1%} "
           f"({df} df, {len(paths)} receipts)")
     runs = 100 if args.quick else args.runs
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="decision-quality-") as tmp:
         models = tuple(args.models)
-        result: dict[str, Any] = {"fitted": noise_block(rng, profile, sd, runs, Path(tmp) / "fitted", models)}
-        if not args.quick:
+        noise = args.noise or ("fitted" if args.quick else "both")
+        result: dict[str, Any] = {}
+        if noise in ("fitted", "both"):
+            result["fitted"] = noise_block(rng, profile, sd, runs, Path(tmp) / "fitted", models)
+        if noise in ("quiet", "both"):
             result["quiet"] = noise_block(rng, profile, QUIET_SD, runs, Path(tmp) / "quiet", models)
         fitted_model = {"main_sd": sd / math.sqrt(2)}
         result["claims"] = claims_table(rng, fitted_model, loaded.gate, runs,
                                         paths + sorted(REAL_ENGINE.glob("*.json")))
-    head = {k: v for k, v in result["fitted"].items() if k != "tables"}
+    head = {k: v for k, v in result.get("fitted", {}).items() if k != "tables"}
     print(f"\n{time.monotonic() - started:.0f} s")
     print(json.dumps({**head, "quiet": {k: v for k, v in result.get("quiet", {}).items() if k != "tables"},
                       "claims": result["claims"], "runs": runs, "fitted_sd": sd}, sort_keys=True, default=float))

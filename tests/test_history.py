@@ -125,3 +125,36 @@ def test_segments_hold_the_level_between_change_points(tmp_path):
     assert (first.start, first.end, second.start, second.end) == (0, STEP_AT, STEP_AT, 24)
     assert first.low < first.mean < first.high and second.high < first.low
     assert second.mean / first.mean == pytest.approx(0.92, abs=0.005)
+
+
+def _seal_as(out, k: int, level: float, runtime: str = "docker", **run) -> None:
+    """A round as sealed now: the runtime and the [run] and [image] it used (its experiment identity)."""
+    r = make_receipt(main=[m * level * (1 + 0.002 * (k % 3)) for m in MAIN], cand=MAIN)
+    r["round_id"] = f"20261201T{k:06d}Z-{k:06x}"
+    r["profile"]["run"] = {"cpus": 4.0, "memory": "1g", **run}
+    r["profile"]["image"] = {"base": "bench-console/base:bookworm", "compiler": "gcc 12.2.0"}
+    r["runtime"]["kind"] = runtime
+    store.seal_into(out, r, sealed_at=f"2026-12-01T00:{k:02d}:00Z")
+
+
+def test_another_runtime_or_an_edited_profile_starts_a_series_that_says_what_changed(tmp_path):
+    for k in range(8):
+        _seal_as(tmp_path, k, 1.0)
+    for k in range(8, 16):
+        _seal_as(tmp_path, k, 0.8, runtime="local")
+    for k in range(16, 24):
+        _seal_as(tmp_path, k, 0.6, runtime="local", cpus=2.0)
+    h = series_of(select_sources([tmp_path]), cp.Rules())
+    assert len(h.series) == 3 and all(not s.changes and len(s.points) == 8 for s in h.series)
+    since = {s.points[0].round_id[-2:]: s.since for s in h.series}
+    assert since["00"] == "" and since["08"] == "runtime docker not local"
+    assert since["10"].startswith("profile's measured sections") and "(run.cpus 4.0 not 2.0)" in since["10"]
+    assert len({s.key.identity for s in h.series}) == 3
+
+
+def test_rounds_sealed_before_identities_are_one_series_and_the_next_is_another(tmp_path):
+    _stepped(tmp_path, 8)                                   # sealed as before identities
+    for k in range(8, 16):
+        _seal_as(tmp_path, k, 1.0)
+    old, new = sorted(series_of(select_sources([tmp_path]), cp.Rules()).series, key=lambda s: s.points[0].sealed_at)
+    assert len(old.points) == len(new.points) == 8 and new.since == "sealed under an older experiment identity"

@@ -678,3 +678,105 @@ def test_lock_show_names_the_node_of_older_pins_from_the_ledger(capsys):
     assert main(["lock", "show", str(v1 / "reference.lock"), "--ledger", str(v1)]) == 0
     out = capsys.readouterr().out
     assert "# node " in out and "AMD EPYC x2 cores, no GPU" in out and "the node of its receipt" in out
+
+
+# --- experiment identities: a pin is read only by rounds that measure what it measured ----------
+
+def measured_as(receipt, runtime="docker", **run):
+    """``receipt`` as a round seals it now: its runtime and the [run] and [image] it used."""
+    r = copy.deepcopy(receipt)
+    r["profile"]["run"] = {"cpus": 4.0, "memory": "1g", **run}
+    r["profile"]["image"] = {"base": "bench-console/base:bookworm", "compiler": "gcc 12.2.0"}
+    r["runtime"] = {"kind": runtime}
+    return r
+
+
+def identity_of(receipt):
+    from console.core import identity
+    return identity.of_receipt(Receipt.from_dict(receipt))
+
+
+def test_a_local_round_does_not_read_a_docker_round_s_pin_and_keeps_its_own_apart(tmp_path, demo_lock):
+    profile, path = demo_lock
+    epyc = of_host(EPYC)
+    docker = on(EPYC, measured_as(round_receipt(main=(200.0, 201.0, 202.0))))
+    local = on(EPYC, measured_as(round_receipt(main=(150.0,) * 3, guard=(160.0,) * 3, n=1), runtime="local"))
+    d_id, _ = seal_and_update(tmp_path, path, profile, docker)
+    ident = identity_of(local)
+    pins = F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=ident)
+    assert pins["frontier"] == 0.0 and pins["frontier_slot"] == f"{FRONT}@{epyc.digest}+{ident.digest}"
+    over = {x["key"]: x for x in pins["passed_over"]}
+    assert set(over) == {FRONT, GUARD} and over[FRONT]["value"] == 201.0
+    assert over[FRONT]["differs"] == "runtime docker not local" and K.passed_over_code(over[FRONT]) == "pin-other-identity"
+    assert "another experiment identity" in K.passed_over_sentence(over[FRONT], epyc.digest)
+    _, moved = seal_and_update(tmp_path, path, profile, local)
+    assert {c.key for c in moved} == {f"{FRONT}@{epyc.digest}+{ident.digest}", f"{GUARD}@{epyc.digest}+{ident.digest}"}
+    assert all("kept apart from" in c.reason and "runtime docker not local" in c.reason for c in moved)
+    m = F.model(store.read_lock(path))
+    assert (m["baselines"][FRONT]["value"], m["baselines"][FRONT]["receipt"]) == (201.0, d_id)
+    assert m["baselines"][FRONT]["identity_parts"]["runtime"] == "docker"
+    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    # each runtime reads its own pin
+    assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=identity_of(docker))["frontier"] == 201.0
+    assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=ident)["frontier"] == 150.0
+
+
+def test_an_edited_profile_reads_not_the_old_pins_and_says_which_section_changed(tmp_path, demo_lock):
+    profile, path = demo_lock
+    seal_and_update(tmp_path, path, profile, on(EPYC, measured_as(round_receipt())))
+    ident = identity_of(on(EPYC, measured_as(round_receipt(n=1), cpus=2.0)))
+    (x, _) = F.pins_for(path, profile, of_host(EPYC), ledger_dir=tmp_path, ident=ident)["passed_over"]
+    assert "profile's measured sections" in x["differs"] and "(run.cpus 4.0 not 2.0)" in x["differs"]
+
+
+def test_an_old_pin_without_an_identity_is_no_frontier_for_a_round_that_has_one(tmp_path, demo_lock):
+    profile, path = demo_lock
+    seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt()))          # sealed as before identities
+    assert "identity" not in F.model(store.read_lock(path))["baselines"][FRONT]
+    epyc = of_host(EPYC)
+    assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path)["frontier"] == 201.0     # read as before
+    new = on(EPYC, measured_as(round_receipt(main=(210.0,) * 3, n=1)))
+    pins = F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=identity_of(new))
+    assert pins["frontier"] == 0.0
+    assert {x["differs"] for x in pins["passed_over"]} == {"written before experiment identities (it records none)"}
+    _, moved = seal_and_update(tmp_path, path, profile, new)
+    assert {c.action for c in moved} == {"set"} and all("+" in c.key for c in moved)
+    assert K.verify_lock(F.model(store.read_lock(path)), store.ledger_receipts(tmp_path)) == []
+
+
+@pytest.mark.parametrize("edit, code", [
+    (lambda e, other: e.update(identity=other.digest, identity_parts=dict(other.parts)), "identity-mismatch"),
+    (lambda e, other: e["identity_parts"].update(runtime="local"), "bad-identity"),
+    (lambda e, other: e.update(identity=""), "bad-identity"),
+])
+def test_lock_verify_names_a_recorded_identity_that_is_not_the_receipt_s(edit, code):
+    rid, r = sealed(on(EPYC, measured_as(round_receipt())))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
+    assert K.verify_lock(lock, {rid: r}) == []
+    edit(lock["baselines"][FRONT], identity_of(measured_as(round_receipt(), runtime="local")))
+    assert [x.code for x in K.verify_lock(lock, {rid: r}) if x.slot == FRONT] == [code]
+
+
+def test_a_key_kept_apart_for_one_identity_must_record_it():
+    rid, r = sealed(on(EPYC, measured_as(round_receipt())))
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
+    other = identity_of(measured_as(round_receipt(), runtime="local"))
+    lock["baselines"][f"{FRONT}@{of_host(EPYC).digest}+{other.digest}"] = lock["baselines"].pop(FRONT)
+    p = one([p for p in K.verify_lock(lock, {rid: r}) if p.fatal])
+    assert p.code == "bad-identity" and other.digest in p.message
+
+
+def test_stale_pins_are_judged_against_rounds_of_their_own_identity():
+    a_id, a = sealed(on(EPYC, measured_as(round_receipt(main=(200.0, 201.0, 202.0)))))
+    b_id, b = sealed(on(EPYC, measured_as(round_receipt(main=(400.0,) * 3, guard=(900.0,) * 3, n=1),
+                                          runtime="local")), a_id)
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), OK))
+    assert K.verify_lock(lock, {a_id: a, b_id: b}) == []          # the local round's faster main says nothing of it
+    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, {a_id: a}) == []
+
+
+def test_lock_keys_split_into_slot_node_and_identity():
+    fp, ident = "8aa07922da28", "0123456789ab"
+    assert K.split_key(K.node_key(FRONT, fp, ident)) == (FRONT, fp, ident)
+    assert K.split_key(K.node_key(FRONT, fp)) == (FRONT, fp, "")
+    assert K.split_key(FRONT) == (FRONT, "", "") and K.split_key(f"{FRONT}@{fp}+x") == (f"{FRONT}@{fp}+x", "", "")

@@ -1107,7 +1107,7 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
     pin_warnings(main_med, lock, rules, warnings)
     needed = None
     if d.state == "open" and pair_sd:
-        needed = sequential.pairs_to_decide(d.gain, pair_sd, design)
+        needed = sequential.pairs_to_decide(d.gain, pair_sd, design, basis)
     reference, reference_kind = (rules.anchor, "anchor") if rules.anchor > 0 else (basis.reference, "frontier")
     speed = Speed(
         main=stats.summary(main), candidate=stats.summary(cand), main_median=main_med, candidate_median=cand_med,
@@ -1122,7 +1122,7 @@ def _speed(r: Receipt, c: Counted, rules: GateRules, warnings: list) -> tuple[Sp
         plausibility={"factor": rules.plausibility, "reference": reference, "reference_kind": reference_kind,
                       "ceiling": rules.plausibility * reference},
         differential=c.differential, significant=d.state == "accepted", band=d.tier,
-        method=sequential.METHOD, decision=d.to_dict(), preview=plain(seq.preview),   # the verdict's own copy
+        method=design.method, decision=d.to_dict(), preview=plain(seq.preview),   # the verdict's own copy
         node_noise=node.to_dict() if node else None, pair_sd=pair_sd, needed_pairs=needed)
     return speed, d
 

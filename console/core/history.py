@@ -5,8 +5,9 @@ A round's point is main's geometric mean over its counted timed reps (the same r
 read). Rounds that did not measure main as main are left out and counted: a bisection's steps
 (their main is an old commit), rounds that sealed no timed rep, infra rounds. A node is its
 fingerprint (``core.fingerprint``): a round on another machine starts another series, so a node
-change is never a change point; so does another runtime (Docker and host builds differ in speed)
-or another profile file (its hash).
+change is never a change point; so does another experiment identity (``core.identity``: runtime,
+the profile's measured sections, model, harness, GPU), and the new series says which part changed.
+Rounds sealed before identities are told apart as they were then: by runtime and profile file hash.
 
 Pure: receipts in, typed series out.
 """
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Mapping
 from scipy import stats as sps
 
 from . import changepoints as cp
-from . import fingerprint, gate
+from . import fingerprint, gate, identity
 from .compare import Source
 from .receipt import Receipt
 
@@ -31,14 +32,20 @@ MAIN_KINDS = ("round", "noise")     # kinds whose main build is the node's main
 class SeriesKey:
     node: str           # fingerprint digest
     profile: str
-    profile_sha256: str
+    identity: str       # the experiment identity's digest (core.identity)
     runtime: str
     metric: str
     depth: int
     tokens: int
 
     def label(self) -> str:
-        return f"{self.profile} {self.metric} @ depth {self.depth} ({self.runtime}, node {self.node})"
+        return (f"{self.profile} {self.metric} @ depth {self.depth} ({self.runtime}, node {self.node}, "
+                f"identity {self.identity})")
+
+    @property
+    def shape(self) -> tuple[str, str, str, int, int]:
+        """What two series share when only their experiment identity differs."""
+        return self.node, self.profile, self.metric, self.depth, self.tokens
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class Series:
     changes: tuple[Change, ...]
     raises: tuple[int, ...]     # indices of points whose pin is above the one before
     segments: tuple[Segment, ...] = ()
+    since: str = ""             # what changed from the series of the same shape before it ("" if none)
 
 
 def segments_of(values: list[float], cuts: list[int]) -> tuple[Segment, ...]:
@@ -128,7 +136,7 @@ def source_identity(build_source: Mapping[str, Any], tree: str | None) -> str:
     return f"{s.get('path', '?')} (tree {str(tree or s.get('tree_sha256') or '?')[:12]})"
 
 
-def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point] | str:
+def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point, identity.Identity] | str:
     """A round's point in main's series, or why it has none."""
     r: Receipt = src.receipt
     if r.kind not in MAIN_KINDS:
@@ -139,9 +147,10 @@ def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point] | str:
     if not values:
         return "round(s) with no counted timed rep of main"
     fp = fingerprint.of_receipt({"host": r.host, "preflight": r.preflight})
+    ident = identity.of_receipt(r)
     bench = r.profile.bench
-    key = SeriesKey(node=fp.digest, profile=r.profile.name, profile_sha256=r.profile.sha256,
-                    runtime=str((r.runtime or {}).get("kind") or "docker"), metric=str(bench.get("metric") or ""),
+    key = SeriesKey(node=fp.digest, profile=r.profile.name, identity=ident.digest,
+                    runtime=ident.parts["runtime"], metric=str(bench.get("metric") or ""),
                     depth=int(bench.get("depth") or 0), tokens=int(bench.get("tokens") or 0))
     main = r.builds.get("main")
     value = math.exp(sum(math.log(v) for v in values) / len(values))
@@ -149,33 +158,47 @@ def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point] | str:
                                 value=value, reps=len(values),
                                 source=source_identity(main.source if main else {}, main.tree_sha256 if main else None),
                                 tree=str(main.tree_sha256 or "") if main else "", pin=float(r.lock.frontier or 0.0),
-                                ordered=bool(main and (main.source.get("git") or main.source.get("pypi"))))
+                                ordered=bool(main and (main.source.get("git") or main.source.get("pypi")))), ident
 
 
 def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = None) -> History:
     """Every series of main in ``sources`` with its change points, longest first."""
     groups: dict[SeriesKey, list[Point]] = {}
     facts: dict[SeriesKey, Mapping[str, Any]] = {}
+    idents: dict[SeriesKey, identity.Identity] = {}
     left: Counter[str] = Counter()
     for src in sources:
         got = point_of(src)
         if isinstance(got, str):
             left[got] += 1
             continue
-        key, f, point = got
+        key, f, point, ident = got
         if metric and key.metric != metric:
             left[f"round(s) of another metric than {metric}"] += 1
             continue
         groups.setdefault(key, []).append(point)
-        facts[key] = f
+        facts[key], idents[key] = f, ident
+    for pts in groups.values():
+        pts.sort(key=lambda p: (p.sealed_at, p.round_id))
     out = []
     for key, pts in groups.items():
-        pts.sort(key=lambda p: (p.sealed_at, p.round_id))
         found = cp.detect([p.value for p in pts], rules)
         changes = tuple(Change(c, pts[c.at - 1], pts[c.at]) for c in found)
         raises = tuple(i for i in range(1, len(pts)) if pts[i].pin > pts[i - 1].pin > 0 or
                        (pts[i].pin > 0 and pts[i - 1].pin == 0))
         segs = segments_of([p.value for p in pts], [c.at for c in found])
-        out.append(Series(key, facts[key], tuple(pts), changes, raises, segs))
+        out.append(Series(key, facts[key], tuple(pts), changes, raises, segs, _since(key, groups, idents)))
     out.sort(key=lambda s: (-len(s.points), s.key.label()))
     return History(tuple(out), dict(left))
+
+
+def _since(key: SeriesKey, groups: Mapping[SeriesKey, list[Point]],
+           idents: Mapping[SeriesKey, identity.Identity]) -> str:
+    """What changed at the start of ``key``'s series: its identity against that of the series of the
+    same node, profile and shape whose last round came last before its first ("" when none did)."""
+    first = groups[key][0].sealed_at
+    before = [k for k in groups if k != key and k.shape == key.shape and groups[k][-1].sealed_at <= first]
+    if not before:
+        return ""
+    prev = max(before, key=lambda k: (groups[k][-1].sealed_at, groups[k][-1].round_id))
+    return "; ".join(idents[key].differences(idents[prev])) or "another experiment identity"

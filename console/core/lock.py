@@ -26,6 +26,10 @@ Rules kept here:
   name is passed over, with the facts that differ, and this node's pin is kept apart
   under ``<slot>@<fingerprint>``. A pin written before fingerprints is the node's its
   cited receipt's host facts give.
+- A pin belongs to the experiment identity it was measured under (``core.identity``:
+  runtime, the profile's measured sections, model, harness, GPU) as well: a round reads only
+  pins of its own, passes over another's (or one written before identities) with the parts
+  that differ, and keeps its own apart under ``<slot>@<fingerprint>+<identity>``.
 """
 from __future__ import annotations
 
@@ -34,11 +38,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from console.core import identity
 from console.core.figures import finite
 from console.core.fingerprint import DIGEST_CHARS, Fingerprint, describe, differences, of_facts, of_receipt
 from console.core.gate import counted, log_ratios
+from console.core.identity import Identity
 from console.core.ledger import Problem
-from console.core.receipt import SCHEMA_1, Receipt
+from console.core.receipt import SCHEMA_1, Receipt, ReceiptError
 from console.core.sequential import pair_noise
 from console.core.stats import geometric_bound, median
 from console.core.verdict import VerdictRecord
@@ -159,19 +165,26 @@ def _profile_view(profile: Any) -> dict[str, Any]:
 # --- nodes: whose pin is it? -------------------------------------------------------
 
 NODE_SEP = "@"
+IDENTITY_SEP = "+"
 
 
-def node_key(base: str, digest: str) -> str:
-    """The key of a pin kept apart for one node: ``<slot>@<digest>`` (``<node>@<digest>`` for noise)."""
-    return f"{base}{NODE_SEP}{digest}"
+def node_key(base: str, digest: str, ident: str = "") -> str:
+    """The key of a pin kept apart for one node: ``<slot>@<digest>`` (``<node>@<digest>`` for noise),
+    and ``<slot>@<digest>+<identity>`` for one node and experiment identity."""
+    return f"{base}{NODE_SEP}{digest}" + (f"{IDENTITY_SEP}{ident}" if ident else "")
 
 
-def split_key(key: str) -> tuple[str, str]:
-    """(slot or node name, fingerprint digest or "") of a lock key."""
-    base, sep, digest = key.rpartition(NODE_SEP)
-    if sep and len(digest) == DIGEST_CHARS and all(c in "0123456789abcdef" for c in digest):
-        return base, digest
-    return key, ""
+def _is_digest(s: str) -> bool:
+    return len(s) == DIGEST_CHARS and all(c in "0123456789abcdef" for c in s)
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """(slot or node name, fingerprint digest or "", identity digest or "") of a lock key."""
+    base, sep, rest = key.rpartition(NODE_SEP)
+    digest, plus, ident = rest.partition(IDENTITY_SEP)
+    if sep and _is_digest(digest) and (not plus or _is_digest(ident)):
+        return base, digest, ident
+    return key, "", ""
 
 
 def entry_value(entry: Mapping[str, Any]) -> float:
@@ -195,12 +208,32 @@ def recorded_node(entry: Mapping[str, Any], receipts: Mapping[str, Mapping[str, 
     return of_receipt(receipts[cited[-1]]) if cited and receipts else None
 
 
+def recorded_identity(entry: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]] | None = None) -> Identity:
+    """The experiment identity an entry was measured under: its cited receipt's when ``receipts``
+    holds it and it gives the recorded digest (so the measured sections can be named), else the parts
+    it records; none for an entry written before identities."""
+    rid = entry.get("receipt")
+    if entry.get("identity") and isinstance(rid, str) and rid in (receipts or {}):
+        try:
+            got = identity.of_receipt(Receipt.from_dict(receipts[rid]))     # type: ignore[index]
+        except ReceiptError:
+            got = None
+        if got is not None and got.digest == entry["identity"]:
+            return got
+    return identity.recorded_parts(entry)
+
+
+def _wanted(ident: Identity | None) -> str:
+    """The identity digest a round's pins record: "" for a round that has none (sealed before them)."""
+    return ident.digest if ident is not None and ident.recorded else ""
+
+
 @dataclass(frozen=True)
 class NodePin:
-    """Where a node's pin is read and written, and the pin of another node it passed over."""
+    """Where a node's pin is read and written, and the pins of another node or identity it passed over."""
     key: str
     entry: Mapping[str, Any]
-    passed_over: Mapping[str, Any] | None = None
+    passed_over: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def value(self) -> float:
@@ -208,34 +241,57 @@ class NodePin:
 
 
 def node_pin(table: Mapping[str, Any], base: str, node: Fingerprint,
-             receipts: Mapping[str, Mapping[str, Any]] | None = None) -> NodePin:
-    """This node's entry for ``base`` (a slot, or a node name in ``noise``).
+             receipts: Mapping[str, Mapping[str, Any]] | None = None, ident: Identity | None = None) -> NodePin:
+    """This node's entry for ``base`` (a slot, or a node name in ``noise``) under the experiment
+    identity ``ident`` (None: a node's noise, or a round sealed before identities).
 
-    Its own ``base@digest`` entry first; else the bare ``base`` entry when it is unmeasured (the
-    first node to measure it records it there) or was measured on this node; else none yet, and
-    the bare entry is passed over with the facts that differ. A bare entry whose node cannot be
-    told (no fingerprint, and its receipt not in ``receipts``: a lock read without its ledger)
-    is taken as this node's, as before fingerprints; a round always reads its lock with the ledger.
+    Its own ``base@digest[+identity]`` entry first; else the bare ``base`` entry when it is unmeasured
+    (the first to measure it records it there) or was measured on this node under this identity; else
+    none yet, and the bare entry is passed over with what differs. A bare entry whose node cannot be
+    told (no fingerprint, and its receipt not in ``receipts``: a lock read without its ledger) is
+    taken as this node's, as before fingerprints; a round always reads its lock with the ledger. A
+    pin that records no identity is read only by a round that has none.
     """
-    own = node_key(base, node.digest)
+    want = _wanted(ident)
+    own = node_key(base, node.digest, want)
     if isinstance(table.get(own), Mapping):
         return NodePin(own, table[own])
+    over = []
+    older = table.get(node_key(base, node.digest))      # this node's, kept apart before identities
+    if want and isinstance(older, Mapping) and entry_value(older) > 0:
+        over.append(_passed(node_key(base, node.digest), older, node, node, ident, receipts))
     bare = table.get(base) if isinstance(table.get(base), Mapping) else {}
     if entry_value(bare) <= 0:
-        return NodePin(base, bare)
+        return NodePin(base, bare, tuple(over))
     there = recorded_node(bare, receipts)
-    if there is None or there.digest == node.digest:
+    if (there is None or there.digest == node.digest) and str(bare.get("identity") or "") == want:
         return NodePin(base, bare)
-    return NodePin(own, {}, {"key": base, "value": entry_value(bare), "fingerprint": there.digest,
-                             "facts": dict(there.facts), "differs": differences(there, node)})
+    return NodePin(own, {}, (_passed(base, bare, there, node, ident, receipts), *over))
+
+
+def _passed(key: str, entry: Mapping[str, Any], there: Fingerprint | None, node: Fingerprint,
+            ident: Identity | None, receipts: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """A pin passed over: its key, value, node and identity, and each fact or part that differs."""
+    other_node = there is not None and there.digest != node.digest
+    theirs = str(entry.get("identity") or "")
+    said = [differences(there, node)] if other_node and there is not None else []
+    if theirs != _wanted(ident):
+        mine = ident if ident is not None else Identity({}, recorded=False)
+        said += (["written before experiment identities (it records none)"] if not theirs else
+                 [f"measured under experiment identity {theirs}; this round records none"]
+                 if not mine.recorded else mine.differences(recorded_identity(entry, receipts)))
+    return {"key": key, "value": entry_value(entry), "fingerprint": there.digest if there else "",
+            "facts": dict(there.facts) if there else {}, "differs": "; ".join(said),
+            "identity": theirs, "why": "node" if other_node else "identity"}
 
 
 def node_pins(lock: Mapping[str, Any], profile: Any, node: Fingerprint,
-              receipts: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The pins this node is judged against (``receipt.Pins`` fields), and those it passed over."""
+              receipts: Mapping[str, Mapping[str, Any]] | None = None, ident: Identity | None = None) -> dict[str, Any]:
+    """The pins this node is judged against under the experiment identity ``ident`` (``receipt.Pins``
+    fields), and those it passed over. The node's noise is the node's, whatever the identity."""
     p = _profile_view(profile)
     specs = slots_of(p)
-    pins = {n: node_pin(baselines(lock), n, node, receipts) for n in specs}
+    pins = {n: node_pin(baselines(lock), n, node, receipts, ident) for n in specs}
     noise = node_pin(lock.get("noise") or {}, str(p["node"]), node, receipts)
     front = next(n for n, s in specs.items() if s.kind == FRONTIER)
     guards = {s.guard: n for n, s in specs.items() if s.kind == GUARD}
@@ -249,7 +305,7 @@ def node_pins(lock: Mapping[str, Any], profile: Any, node: Fingerprint,
             "noise_spread": float(e["spread"]) if finite(e.get("spread")) else None,
             "noise_sd": float(e["sd"]) if finite(e.get("sd")) and e["sd"] > 0 else None,
             "noise_df": int(e["df"]) if isinstance(e.get("df"), int) and e["df"] > 0 else None,
-            "passed_over": [x.passed_over for x in [*pins.values(), noise] if x.passed_over]}
+            "passed_over": [x for np in [*pins.values(), noise] for x in np.passed_over]}
 
 
 def node_lines(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
@@ -262,17 +318,26 @@ def node_lines(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]
             fp = recorded_node(t, receipts)
             how = ("" if t.get("fingerprint") else " (written before fingerprints: "
                    + ("the node of its receipt)" if fp else "its receipt is not at hand: --ledger DIR names its node)"))
+            if parts := identity.recorded_parts(t).parts:     # a node's noise, and pins before identities, have none
+                how += f" [experiment identity {t['identity']}: " + ", ".join(f"{k} {v or '(none)'}"
+                                                                            for k, v in parts.items()) + "]"
             groups.setdefault(describe(fp) if fp else "unknown", []).append(f"  {table} {key}{how}")
     if not groups:
         return ["no measured pins, so no node fingerprints"]
     return [line for head, pins in groups.items() for line in [f"node {head}", *pins]]
 
 
+def passed_over_code(x: Mapping[str, Any]) -> str:
+    """The warning a round gives for a pin it passed over: another node's, or another identity's."""
+    return "pin-other-identity" if x.get("why") == "identity" else "pin-other-node"
+
+
 def passed_over_sentence(x: Mapping[str, Any], here: str) -> str:
-    """What a round says of a pin of another node it did not use (an entry of ``passed_over``)."""
-    return (f"{x.get('key')}: pin {x.get('value', 0):g} was measured on node {x.get('fingerprint') or '(unknown)'}, "
-            f"this is node {here}; not used, so this round has no such pin and keeps its own apart: "
-            f"{x.get('differs')}")
+    """What a round says of a pin of another node or identity it did not use (an entry of ``passed_over``)."""
+    where = (f"under another experiment identity on this node ({here})" if x.get("why") == "identity" else
+             f"on node {x.get('fingerprint') or '(unknown)'}, this is node {here}")
+    return (f"{x.get('key')}: pin {x.get('value', 0):g} was measured {where}; not used, so this round has no "
+            f"such pin and keeps its own apart: {x.get('differs')}")
 
 
 # --- measurement from a sealed receipt ----------------------------------------
@@ -349,6 +414,7 @@ class Change:
     reason: str = ""
     extra: Mapping[str, Any] | None = None  # further fields a pin records (pooled noise: df, receipts)
     node: Fingerprint | None = None         # the node the receipt measured on, recorded with the pin
+    identity: Identity | None = None        # the experiment identity it measured under, recorded with the pin
 
     @property
     def moves(self) -> bool:
@@ -383,26 +449,28 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, r: Receipt,
         return _noise_changes(lock, receipt_id, r, at, verdict, ledger)
     specs = slots_of(r.profile.to_dict())
     unusable = _unusable(r, verdict)
-    node = _node_of(r)
+    node, ident = _node_of(r), identity.of_receipt(r)
     changes = []
     for name, spec in specs.items():
-        np = node_pin(baselines(lock), name, node, ledger)
+        np = node_pin(baselines(lock), name, node, ledger, ident)
         if unusable:
             ch = Change("baselines", np.key, "hold", np.value, None, receipt_id, at, spec.kind, unusable)
         else:
             ch = _decide(np.key, spec.kind, np.value, measure(r, spec), receipt_id, at,
                          _significance(r, significance))
-        changes.append(_on_node(ch, node, np))
+        changes.append(_on_node(ch, node, np, ident))
     return changes
 
 
-def _on_node(ch: Change, node: Fingerprint, np: NodePin) -> Change:
-    """The change, recording the node it measured on; a pin of another node it passed over is said."""
+def _on_node(ch: Change, node: Fingerprint, np: NodePin, ident: Identity | None = None) -> Change:
+    """The change, recording the node and experiment identity it measured under; a pin of another
+    node or identity it passed over is said."""
     why = ch.reason
     if np.passed_over and ch.moves:
-        why += (f"; kept apart from {np.passed_over['key']}, measured on another node "
-                f"({np.passed_over['differs']})")
-    return dataclasses.replace(ch, node=node, reason=why)
+        why += "; kept apart from " + "; ".join(f"{x['key']}, measured on another "
+                                                f"{'node' if x.get('why') == 'node' else 'experiment identity'} "
+                                                f"({x['differs']})" for x in np.passed_over)
+    return dataclasses.replace(ch, node=node, reason=why, identity=ident if _wanted(ident) else None)
 
 
 def _node_of(r: Receipt) -> Fingerprint:
@@ -510,6 +578,8 @@ def apply_to_dict(lock: Mapping[str, Any], changes: Iterable[Change]) -> dict[st
 
 def pin_fields(ch: Change) -> dict[str, Any]:
     node = {"fingerprint": ch.node.digest, "node_facts": dict(ch.node.facts)} if ch.node is not None else {}
+    if ch.identity is not None:
+        node.update(identity=ch.identity.digest, identity_parts=dict(ch.identity.parts))
     if ch.table == "noise":
         if ch.extra:        # pooled pair noise (schema 2)
             return {"sd": ch.new, **dict(ch.extra), "measured_at": ch.measured_at, **node}
@@ -550,9 +620,9 @@ def stale_findings(lock: Mapping[str, Any], r: Receipt, significance: float,
     """Pins of the receipt's node that main, in this receipt, measures above by more than
     ``significance`` (``receipts``: the ledger, for pins written before fingerprints)."""
     out = []
-    node = _node_of(r)
+    node, ident = _node_of(r), identity.of_receipt(r)
     for name, spec in slots_of(r.profile.to_dict()).items():
-        np = node_pin(baselines(lock), name, node, receipts)
+        np = node_pin(baselines(lock), name, node, receipts, ident)
         pinned = np.value
         m = measure(r, spec)
         if pinned <= 0 or m.value is None:
@@ -587,7 +657,7 @@ def verify_lock(lock: Mapping[str, Any], ledger_receipts: Mapping[str, Mapping[s
 def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
     def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
         return [Problem(code, msg, file, None, rid, name)]
-    base, digest = split_key(name)
+    base, digest, ident = split_key(name)
     try:
         slot = parse_slot(base)
     except LockError as e:
@@ -596,6 +666,8 @@ def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]]
         return p("bad-entry", "expected a table")
     if bad := _node_record_problem(t, digest):
         return p("bad-fingerprint", bad)
+    if bad := _identity_record_problem(t, ident):
+        return p("bad-identity", bad)
     value = t.get("value", 0)
     if not finite(value) or value < 0:
         return p("bad-value", f"value {value!r} must be a finite number >= 0")
@@ -611,7 +683,8 @@ def _check_baseline(name: str, t: Any, receipts: Mapping[str, Mapping[str, Any]]
                               "from a measured one")
     if rid not in receipts:
         return p("receipt-not-in-ledger", f"cited receipt {rid[:12]} is not sealed in the ledger", rid)
-    return _check_against(slot, t["kind"], float(value), rid, receipts[rid], p) or _check_node(t, rid, receipts[rid], p)
+    return (_check_against(slot, t["kind"], float(value), rid, receipts[rid], p) or _check_node(t, rid, receipts[rid], p)
+            or _check_identity(t, rid, receipts[rid], p))
 
 
 def _node_record_problem(t: Mapping[str, Any], digest: str) -> str:
@@ -625,6 +698,31 @@ def _node_record_problem(t: Mapping[str, Any], digest: str) -> str:
     if facts is not None and (not isinstance(facts, Mapping) or of_facts(facts).digest != fp):
         return f"node_facts do not hash to the recorded fingerprint {fp!r}"
     return ""
+
+
+def _identity_record_problem(t: Mapping[str, Any], ident: str) -> str:
+    """A key kept apart for one experiment identity must record it, and recorded parts must hash to it."""
+    got, parts = t.get("identity"), t.get("identity_parts")
+    if "identity" in t and not (isinstance(got, str) and got):
+        return f"identity {got!r} must be a non-empty string"
+    if ident and got != ident:
+        return f"the key is kept apart for experiment identity {ident}, but the entry records {got!r}"
+    if parts is not None and (not isinstance(parts, Mapping) or identity.recorded_parts(t).digest != got):
+        return f"identity_parts do not hash to the recorded identity {got!r}"
+    return ""
+
+
+def _check_identity(t: Mapping[str, Any], rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
+    """A recorded experiment identity must be the cited receipt's, re-derived from it."""
+    if not t.get("identity"):
+        return []
+    got = identity.of_receipt(Receipt.from_dict(r))
+    if got.recorded and got.digest == t["identity"]:
+        return []
+    why = ("; ".join(got.differences(identity.recorded_parts(t))) if got.recorded
+           else "the receipt was sealed before experiment identities")
+    return p("identity-mismatch", f"lock says experiment identity {t['identity']}, the cited receipt gives "
+                                  f"{got.digest if got.recorded else 'none'} ({why})", rid)
 
 
 def _check_node(t: Mapping[str, Any], rid: str, r: Mapping[str, Any], p: Any) -> list[Problem]:
@@ -665,7 +763,7 @@ def _check_against(slot: Slot, kind: str, value: float, rid: str, r: Mapping[str
 def _check_noise(key: str, t: Any, receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
     def p(code: str, msg: str, rid: str | None = None) -> list[Problem]:
         return [Problem(code, msg, file, None, rid, f"noise.{key}")]
-    node, digest = split_key(key)
+    node, digest, _ = split_key(key)
     if isinstance(t, Mapping) and (bad := _node_record_problem(t, digest)):
         return p("bad-fingerprint", bad)
     if isinstance(t, Mapping) and "sd" in t:
@@ -725,24 +823,25 @@ def _check_pooled_noise(node: str, t: Mapping[str, Any], receipts: Mapping[str, 
 
 
 def _stale_problems(lock: Mapping[str, Any], receipts: Mapping[str, Mapping[str, Any]], file: str) -> list[Problem]:
-    """Each pin against the newest round of its own node that measured its slot."""
-    latest: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
+    """Each pin against the newest round of its own node and experiment identity that measured its slot."""
+    latest: dict[tuple[str, str, str], tuple[str, Receipt]] = {}
     for rid, r in receipts.items():
         if r.get("kind") != "round" or r.get("status") != "complete":
             continue
         try:
-            digest = of_receipt(r).digest
+            sealed = Receipt.from_dict(r)
+            digest, ident = of_receipt(r).digest, _wanted(identity.of_receipt(sealed))
             for name in slots_of(r["profile"]):
-                latest[(name, digest)] = (rid, r)
-        except (KeyError, TypeError, LockError):
+                latest[(name, digest, ident)] = (rid, sealed)
+        except (KeyError, TypeError, LockError, ReceiptError):
             continue
     out = []
     for name, t in baselines(lock).items():
         there = recorded_node(t, receipts) if isinstance(t, Mapping) else None
-        if there is None or (split_key(name)[0], there.digest) not in latest:
+        at = (split_key(name)[0], there.digest if there else "", str(t.get("identity") or "") if there else "")
+        if there is None or at not in latest:
             continue
-        rid, r = latest[(split_key(name)[0], there.digest)]
-        sealed = Receipt.from_dict(r)
+        rid, sealed = latest[at]
         for f in stale_findings(lock, sealed, _significance(sealed, None), receipts):
             if f.slot == name:
                 out.append(Problem(f.code, f.message, file, None, rid, name, fatal=False))

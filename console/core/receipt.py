@@ -481,12 +481,17 @@ class ProfileRecord(_Freezable):
     parity: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)    # a serving profile's [server]; else empty
     matrix: MatrixSpec | None = None                        # a matrix profile's cells (core.matrix)
+    # [run] and [image] as the round used them: part of what it measured (core.identity); empty in
+    # receipts sealed before they were recorded
+    run: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "path": self.path, "sha256": self.sha256, "node": self.node,
                "rules": asdict(self.rules), "bench": plain(self.bench), "parity": plain(self.parity)}
         if self.matrix is not None:
             out["matrix"] = self.matrix.to_dict()
+        out.update({k: plain(v) for k, v in (("run", self.run), ("image", self.image)) if v})  # absent before them
         return {**out, "server": plain(self.server)} if self.server else out
 
     @classmethod
@@ -497,7 +502,8 @@ class ProfileRecord(_Freezable):
         return cls(name=str(d.get("name") or ""), path=str(d.get("path") or ""), sha256=str(d.get("sha256") or ""),
                    node=str(d.get("node") or ""), rules=_read("rules", _rules, d["rules"]),
                    bench=dict(d.get("bench") or {}), parity=dict(d.get("parity") or {}),
-                   server=dict(d.get("server") or {}), matrix=MatrixSpec.from_dict(d.get("matrix")))
+                   server=dict(d.get("server") or {}), matrix=MatrixSpec.from_dict(d.get("matrix")),
+                   run=dict(d.get("run") or {}), image=dict(d.get("image") or {}))
 
 
 def _rules(d: Mapping[str, Any]) -> GateRules:
@@ -546,7 +552,7 @@ class PriorRound(_Freezable):
 class Sequential(_Freezable):
     """The inputs of a round's stopping rule beyond its own reps, and how the round stopped."""
     prior: list[PriorRound] = field(default_factory=list)
-    experiment: str = ""                # what makes rounds pool: profile, node, metric, both tree hashes
+    experiment: str = ""                # what makes rounds pool (core.reruns): both trees, the identity's parts
     preview: dict[str, Any] | None = None   # sequential.Preview, as planned from the node's noise
     stopped: str = ""                   # "decided" | "settle-budget" | "budget-pairs" | "budget-minutes" | "claims"
     minutes: float | None = None        # wall minutes the timed pairs took

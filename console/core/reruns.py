@@ -2,10 +2,13 @@
 
 A candidate is known by its source tree hash, and so is main. Rounds of the same
 profile on the same node, scoring the same metric at the same depth, with the same two
-trees, measure the same paired quantity: they are one experiment. A rerun pools with the
-experiment's earlier sealed rounds: their pairs enter the confidence sequence first
-(``sequential``: e-values multiply across rounds), so however often a candidate is rerun,
-the false-accept rate stays the stated one, and the receipt lists every round it pooled.
+trees and the same experiment identity (runtime, the profile's measured sections, model,
+harness, GPU: ``core.identity``) measure the same paired quantity: they are one experiment.
+A rerun pools with the experiment's earlier sealed rounds: their pairs enter the confidence
+sequence first (``sequential``: e-values multiply across rounds), so however often a
+candidate is rerun, the false-accept rate stays the stated one, and the receipt lists every
+round it pooled. A round sealed before the identity keeps the experiment it recorded: it
+pools with its like, never with a round sealed since.
 
 Pure: the ledger's receipts come in as a mapping.
 """
@@ -16,7 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from console.core import identity
 from console.core.gate import counted, decide, log_ratios
+from console.core.identity import Identity
 from console.core.ledger import Problem, receipt_file
 from console.core.receipt import SCHEMA_1, PriorRound, ProfileRecord, Receipt
 
@@ -26,19 +31,23 @@ POOLED_OUTCOMES = frozenset({"accepted", "none", "slower", "undecided", "implaus
 DECIDED_OUTCOMES = frozenset({"accepted", "none", "slower"})
 
 
-def experiment_key(profile: ProfileRecord, trees: Mapping[str, str | None], kind: str = "round") -> dict[str, Any]:
-    """What must be equal for rounds to pool, field by field. Rounds of another kind (a bisection's
-    steps) are experiments of their own: a step never decides, or is decided by, an ordinary round."""
+def experiment_key(profile: ProfileRecord, trees: Mapping[str, str | None], ident: Identity,
+                   kind: str = "round") -> dict[str, Any]:
+    """What must be equal for rounds to pool, field by field: the profile, node, scored shape, both
+    trees and the experiment identity's parts. Rounds of another kind (a bisection's steps) are
+    experiments of their own: a step never decides, or is decided by, an ordinary round."""
     bench = profile.bench
     key = {"profile": profile.name, "node": profile.node, "metric": bench.get("metric"),
            "depth": bench.get("depth"), "tokens": bench.get("tokens"), "main": trees.get("main"),
            "candidate": trees.get("candidate")}
-    return key if kind == "round" else {**key, "kind": kind}     # a round's identity is as it always was
+    if ident.recorded:      # a round sealed before the identity is keyed as it was
+        key.update(ident.parts)
+    return key if kind == "round" else {**key, "kind": kind}     # an ordinary round's key names no kind
 
 
-def experiment(profile: ProfileRecord, trees: Mapping[str, str | None], kind: str = "round") -> str:
+def experiment(profile: ProfileRecord, trees: Mapping[str, str | None], ident: Identity, kind: str = "round") -> str:
     """The identity of what a round measures: what must be equal for rounds to pool."""
-    return hashlib.sha256(json.dumps(experiment_key(profile, trees, kind), sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(experiment_key(profile, trees, ident, kind), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class LookBack:
     decided_by: tuple[str, str, str, int] | None  # (ledger id, round id, outcome, its exit code) when decided
     others: list[str]                       # why rounds of the same profile here do not pool
     pools: bool = True                      # a matrix round's cells pool nothing (each round stands alone)
+    experiment: str = ""                    # the experiment looked for: what this round seals
 
     def decided_sentence(self) -> str:
         rid, round_id, outcome, _ = self.decided_by or ("", "", "", 0)
@@ -59,18 +69,18 @@ class LookBack:
 
 
 def look_back(ledger: Mapping[str, Mapping[str, Any]], profile: ProfileRecord, trees: Mapping[str, str | None],
-              fresh: bool = False, kind: str = "round") -> LookBack:
+              ident: Identity, fresh: bool = False, kind: str = "round") -> LookBack:
     """The experiment's earlier rounds: those that pool (from its latest --fresh round on), whether
     they already decided it, and why other rounds of this profile in the same ledger do not pool."""
-    exp, key = experiment(profile, trees, kind), experiment_key(profile, trees, kind)
-    others = [_why_apart(rid, d, key) for rid, d in ledger.items()
+    exp, key = experiment(profile, trees, ident, kind), experiment_key(profile, trees, ident, kind)
+    others = [_why_apart(rid, d, key, ident) for rid, d in ledger.items()
               if _complete_round(d, kind) and (d.get("profile") or {}).get("name") == profile.name
               and not _of_experiment(d, exp, kind)]
     if fresh:
-        return LookBack([], None, others)
+        return LookBack([], None, others, experiment=exp)
     prior, last = _pooled(ledger, exp, kind)
     decided = last if last is not None and last[2] in DECIDED_OUTCOMES else None
-    return LookBack(prior, decided, others, pools=kind != "matrix")
+    return LookBack(prior, decided, others, pools=kind != "matrix", experiment=exp)
 
 
 def prior_rounds(ledger: Mapping[str, Mapping[str, Any]], exp: str, kind: str = "round") -> list[PriorRound]:
@@ -110,10 +120,16 @@ def _pooled(ledger: Mapping[str, Mapping[str, Any]], exp: str,
     return prior, last
 
 
-def _why_apart(rid: str, d: Mapping[str, Any], key: Mapping[str, Any]) -> str:
+def _why_apart(rid: str, d: Mapping[str, Any], key: Mapping[str, Any], ident: Identity) -> str:
+    """Why a round of this profile is another experiment: each field that differs, the experiment
+    identity's parts named by ``Identity.differences``."""
     r = Receipt.from_dict(d)
-    theirs = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()}, r.kind)
-    differ = [f"{k} {str(theirs[k])[:12]} not {str(key[k])[:12]}" for k in key if theirs.get(k) != key[k]]
+    theirs = identity.of_receipt(r)
+    their_key = experiment_key(r.profile, {b: x.tree_sha256 for b, x in r.builds.items()}, theirs, r.kind)
+    differ = [f"{k} {str(their_key.get(k))[:12]} not {str(key[k])[:12]}" for k in key
+              if k not in identity.PARTS and their_key.get(k) != key[k]]
+    if ident.recorded or theirs.recorded:       # rounds sealed before the identity were not told apart by it
+        differ += ident.differences(theirs)
     if r.schema == SCHEMA_1:
         differ.append("sealed under schema 1 (fixed reps), which does not pool")
     return f"round {r.round_id} ({rid[:12]}): " + ("; ".join(differ) or "not sealed with an experiment")
@@ -137,7 +153,8 @@ def prior_problems(ledger: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
                 continue
             earlier = ledger[cited]
             if (earlier.get("sequential") or {}).get("experiment") != seq.get("experiment"):
-                bad("prior-other-experiment", "measured another experiment (other trees, node or profile)")
+                bad("prior-other-experiment", "measured another experiment (other trees, node, profile, "
+                    "runtime or measured setup)")
                 continue
             r = Receipt.from_dict(earlier)
             if [float(x) for x in p.get("log_ratios") or []] != log_ratios(counted(r, r.rules)):

@@ -78,6 +78,9 @@ class GateRules:
     # "lag1": the confidence sequence widens for the serial correlation the pairs show
     # (sequential.serial_factors); "none": pairs taken as independent, as receipts sealed before it
     serial: str = "lag1"
+    # "huber": the confidence sequence reads each pair's deviation clipped at a predicted scale
+    # (console.core.robust); "t-mixture": the raw pairs, as receipts sealed before it
+    sequence: str = "huber"
 
 
 
@@ -88,6 +91,7 @@ def rules_from_dict(d: dict[str, Any]) -> GateRules:
     d["guards"] = tuple(Guard(**g) for g in d.get("guards", ()))
     d["latency"] = tuple(LatencyGuard(**g) for g in d.get("latency", ()))
     d.setdefault("serial", "none")      # sealed before the correction existed: decided on independent pairs
+    d.setdefault("sequence", "t-mixture")   # sealed before the robust sequence: decided on the raw pairs
     return GateRules(**d)
 
 

@@ -48,6 +48,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import special
 
+from console.core import robust
+
 METHOD = "t-mixture confidence sequence (Lai 1976), e-values multiplied across reruns"
 _GRID = 256            # points scanned between round means (several rounds only)
 _EMPTY = 1e-9          # log scale: ends this close are one point (identical pairs), not an empty set
@@ -164,8 +166,9 @@ SERIAL_MARGIN = 0.5         # half the estimator's standard error (1/√n) added
 SERIAL_MIN_PAIRS = 6        # fewer pairs say nothing about their correlation
 
 
-def serial_factors(xs: Sequence[float]) -> np.ndarray:
-    """Entry k: (1 + ρ)/(1 − ρ) for the first k + 1 pairs (1 where no correlation is seen)."""
+def serial_factors(xs: Sequence[float], margin: float = SERIAL_MARGIN) -> np.ndarray:
+    """Entry k: (1 + ρ)/(1 − ρ) for the first k + 1 pairs (1 where no correlation is seen);
+    ``margin`` standard errors of the estimate are added to it."""
     x = np.asarray(xs, dtype=float)
     n = len(x)
     out = np.ones(n)
@@ -181,7 +184,7 @@ def serial_factors(xs: Sequence[float]) -> np.ndarray:
     c1 = lag - m * (first + tail) + (k - 1) * m * m
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.where(c0 > 0, c1 / np.where(c0 > 0, c0, 1.0), 0.0)
-    rho = np.clip(rho + (1 + 4 * rho) / k + SERIAL_MARGIN / np.sqrt(k), 0.0, SERIAL_MAX)
+    rho = np.clip(rho + (1 + 4 * rho) / k + margin / np.sqrt(k), 0.0, SERIAL_MAX)
     f = (1 + rho) / (1 - rho)
     out[SERIAL_MIN_PAIRS - 1:] = f[SERIAL_MIN_PAIRS - 1:]
     return out
@@ -245,13 +248,21 @@ class Design:
     false_slower: float = 0.01      # chance of calling ``slower`` a candidate that is not slower
     rules: int = 3
     serial: str = "none"            # "lag1": widened for the pairs' serial correlation (see serial_factors)
+    sequence: str = "t-mixture"     # "huber": the robust sequence (console.core.robust)
+    prior_sd: float = 0.05          # the planning noise: the robust sequence's scale before any pair
 
     @classmethod
     def of(cls, rules: Any, version: int = 3) -> "Design":
         return cls(false_accept=rules.false_accept, miss=rules.miss, significance=rules.significance,
                    min_gain=rules.min_gain, min_pairs=rules.min_pairs, max_pairs=rules.max_pairs,
                    mixture=rules.mixture, false_slower=getattr(rules, "false_slower", rules.false_accept),
-                   rules=version, serial=getattr(rules, "serial", "none"))
+                   rules=version, serial=getattr(rules, "serial", "none"),
+                   sequence=getattr(rules, "sequence", "t-mixture") if version >= 3 else "t-mixture",
+                   prior_sd=getattr(rules, "planning_noise", 0.05))
+
+    @property
+    def method(self) -> str:
+        return robust.METHOD if self.sequence == "huber" else METHOD
 
 
 @dataclass(frozen=True)
@@ -339,19 +350,65 @@ def trajectory(rounds: Sequence[Sequence[float]], design: Design, basis: Basis, 
     the verdict both read this; the verdict is its last entry."""
     rounds = [list(r) for r in rounds] or [[]]
     prior = sum(len(r) for r in rounds[:-1])
+    steps = _robust_steps(rounds, design) if design.sequence == "huber" else _mixture_steps(rounds, design)
+    return [_judge(k, prior, est, a, b, s, design, basis, bands) for k, (est, a, b, s) in enumerate(steps, start=1)]
+
+
+Ends = tuple[float, float]
+Step = tuple[float, Ends, Ends, Ends]     # (gain, ends at α, at β, at the false-slower level), log scale ends
+
+
+def _mixture_steps(rounds: list[list[float]], design: Design) -> list[Step]:
+    """The t-mixture's ends after each pair and the mean's gain."""
+    prior = sum(len(r) for r in rounds[:-1])
     own = design.rules >= 3
 
     def seq(level: float) -> list[tuple[float, float]]:
         return running_sequence(rounds, level, design.mixture, design.min_pairs, own_minimum=own,
                                 serial=design.serial)
     seq_a, seq_b = seq(design.false_accept), seq(design.miss)
-    seq_s = seq_a if design.false_slower == design.false_accept or not own else seq(design.false_slower)
-    before = [x for r in rounds[:-1] for x in r]
-    total = np.cumsum(np.asarray(rounds[-1], dtype=float)) + math.fsum(before)
-    out = []
-    for k, (ends_a, ends_b, ends_s) in enumerate(zip(seq_a, seq_b, seq_s), start=1):
-        est = _gain(float(total[k - 1]) / (prior + k))
-        out.append(_judge(k, prior, est, ends_a, ends_b, ends_s[1], design, basis, bands))
+    if design.false_slower == design.false_accept or not own:
+        # rules 2 read the false-accept sequence's upper end for `slower`; its lower end is never read
+        seq_s = seq_a if own else [(-math.inf, hi) for _, hi in seq_a]
+    else:
+        seq_s = seq(design.false_slower)
+    total = np.cumsum(np.asarray(rounds[-1], dtype=float)) + math.fsum(x for r in rounds[:-1] for x in r)
+    return [(_gain(float(total[k]) / (prior + k + 1)), a, b, s) for k, (a, b, s) in enumerate(zip(seq_a, seq_b, seq_s))]
+
+
+def _robust_steps(rounds: list[list[float]], design: Design) -> list[Step]:
+    """The robust sequence's ends after each pair (intersected over n from this round's own
+    ``min_pairs`` on) and the Huber centre's gain. Pooled rounds that leave no centre inside
+    the sequence contradict each other: every end is nan from there on."""
+    last = rounds[-1]
+    if not last:
+        return []
+    lag1 = design.serial == "lag1"
+
+    def of(r: list[float], whole: bool) -> robust.Round:
+        x = np.asarray(r, dtype=float)
+        s = robust.scales(x, design.prior_sd)
+        f = np.ones(len(x))
+        for k in range(SERIAL_MIN_PAIRS, len(x) + 1) if lag1 else ():
+            if whole and k < len(x):
+                continue
+            # read on the pairs winsorized about their median: a dipped pair is no evidence of correlation
+            f[k - 1] = serial_factors(robust.winsorized(x[:k], s[:k]), robust.SERIAL_MARGIN)[-1]
+        return robust.Round(x, s, np.full(len(x), f[-1]) if whole else f)
+    rs = [of(r, True) for r in rounds[:-1] if r] + [of(last, False)]
+    levels = (design.false_accept, design.miss, design.false_slower)
+    run = robust.running(rs, sorted(set(levels)), design.mixture)
+    ends = {a: (-math.inf, math.inf) for a in levels}
+    out: list[Step] = []
+    for k in range(len(last)):
+        if k + 1 >= design.min_pairs:
+            for a in ends:
+                lo, hi = (float(e[k]) for e in run.ends[a])
+                if math.isnan(lo) or math.isnan(ends[a][0]):
+                    ends[a] = (math.nan, math.nan)
+                else:
+                    ends[a] = (max(ends[a][0], lo), min(ends[a][1], hi))
+        out.append((_gain(float(run.centre[k])), *(ends[a] for a in levels)))
     return out
 
 
@@ -362,22 +419,23 @@ def decide_pairs(rounds: Sequence[Sequence[float]], design: Design, basis: Basis
         return steps[-1]
     prior = sum(len(r) for r in rounds[:-1]) if rounds else 0
     unbounded = (-math.inf, math.inf)
-    return _judge(0, prior, math.nan, unbounded, unbounded, math.inf, design, basis, bands)
+    return _judge(0, prior, math.nan, unbounded, unbounded, unbounded, design, basis, bands)
 
 
-def _judge(pairs: int, prior: int, est: float, ends_a: tuple[float, float], ends_b: tuple[float, float],
-           hi_s: float, design: Design, basis: Basis, bands: Any) -> Decision:
-    (lo_a, hi_a), (lo_b, hi_b) = ends_a, ends_b
+def _judge(pairs: int, prior: int, est: float, ends_a: Ends, ends_b: Ends, ends_s: Ends,
+           design: Design, basis: Basis, bands: Any) -> Decision:
+    (lo_a, hi_a), (lo_b, hi_b), (lo_s, hi_s) = ends_a, ends_b, ends_s
     g_lo, g_hi, g_hi_b = _gain(lo_a), _gain(hi_a), _gain(hi_b)
     b_lo, b_hi, b_hi_b = basis.of(g_lo), basis.of(g_hi), basis.of(g_hi_b)
     d = Decision("open", pairs, prior, est, (g_lo, g_hi), g_hi_b, (b_lo, b_hi), b_hi_b,
                  lower_miss=_gain(lo_b), upper_slower=_gain(hi_s))
     three = design.rules >= 3
-    if any(math.isnan(x) for x in (lo_a, lo_b, hi_s)):
+    if any(math.isnan(x) for x in (lo_a, lo_b, lo_s, hi_s)):
         # at some level the decision reads, no gain is consistent with every pooled round
         d.state, d.settled, d.conflict = "conflict", True, "rounds"
-    elif three and (lo_a - hi_a > _EMPTY or lo_b - hi_b > _EMPTY):
-        # the intersection over n emptied: no single mean fits the round's pairs at every n
+    elif three and any(lo - hi > _EMPTY for lo, hi in (ends_a, ends_b, ends_s)):
+        # the intersection over n emptied at a level the decision reads: no single centre fits
+        # the round's pairs at every n
         d.state, d.settled, d.conflict = "conflict", True, "narrowed"
     elif (_gain(hi_s) if three else g_hi) < 0:
         d.state, d.settled = "slower", True
@@ -404,21 +462,30 @@ def half_width(n: int, sd: float, alpha: float, c2: float) -> float:
     return (hi - lo) / 2.0
 
 
-def pairs_to_decide(gain: float, sd: float, design: Design, limit: int = 10_000) -> int | None:
-    """About how many pairs decide a true ``gain`` (accept above ``significance``, ``slower``
-    below zero, or ``none`` inside ±``min_gain``) with chance 1 − β, at pair-noise ``sd``; None
-    beyond ``limit``."""
+def spread(n: int, sd: float, alpha: float, design: Design) -> float:
+    """The design's half-width (log scale) after n pairs of Gaussian noise with SD ``sd``."""
+    if design.sequence == "huber":
+        return sd * robust.unit_half_width(n, alpha, design.mixture)
+    return half_width(n, sd, alpha, design.mixture)
+
+
+def pairs_to_decide(gain: float, sd: float, design: Design, basis: Basis | None = None,
+                    limit: int = 10_000) -> int | None:
+    """About how many pairs decide a true ``gain`` against main (accept when the tier basis
+    clears ``significance``, ``slower`` below zero, or ``none`` inside ±``min_gain``) with chance
+    1 − β, at pair-noise ``sd``; None beyond ``limit``. With a ``basis`` (a pin above main, an
+    anchor) acceptance is read on it, as the decision reads it."""
+    basis = basis or Basis(1.0)
     theta = math.log1p(gain)
     z = float(special.ndtri(1.0 - design.miss))
-    accept_bar, none_bar = math.log1p(design.significance), math.log1p(design.min_gain)
     n = max(2, design.min_pairs)
     while n <= limit:
-        hw_a = half_width(n, sd, design.false_accept, design.mixture)
-        hw_b = half_width(n, sd, design.miss, design.mixture)
         wobble = z * sd / math.sqrt(n)
-        hw_s = half_width(n, sd, design.false_slower, design.mixture)
-        if (theta - wobble - hw_a > accept_bar or theta + wobble + hw_s < 0.0
-                or (theta + wobble + hw_b < none_bar and theta - wobble - hw_b > -none_bar)):
+        low = _gain(theta - wobble - spread(n, sd, design.false_accept, design))
+        high = _gain(theta + wobble + spread(n, sd, design.miss, design))
+        low_b = _gain(theta - wobble - spread(n, sd, design.miss, design))
+        if (basis.of(low) > design.significance or theta + wobble + spread(n, sd, design.false_slower, design) < 0
+                or (basis.of(high) < design.min_gain and low_b > -design.min_gain)):
             return n
         n += 1 if n < 64 else max(1, n // 16)
     return None
@@ -428,7 +495,7 @@ def smallest_decidable_gain(sd: float, design: Design, pairs: int | None = None)
     """The smallest gain that is accepted, with chance 1 − β, within ``pairs`` (the budget)."""
     n = pairs or design.max_pairs
     z = float(special.ndtri(1.0 - design.miss))
-    return math.expm1(math.log1p(design.significance) + half_width(n, sd, design.false_accept, design.mixture)
+    return math.expm1(math.log1p(design.significance) + spread(n, sd, design.false_accept, design)
                       + z * sd / math.sqrt(n))
 
 

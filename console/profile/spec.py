@@ -472,7 +472,7 @@ class Profile:
         return ProfileRecord(name=self.name, path=self.path, sha256=self.sha256, node=self.node,
                              rules=self.gate, bench=asdict(self.bench), parity=asdict(self.parity),
                              server=asdict(self.server) if self.server is not None else {},
-                             matrix=self.matrix)
+                             matrix=self.matrix, run=asdict(self.run), image=asdict(self.image))
 
     def metric_of(self, guard: Guard | None) -> str:
         return (guard.metric if guard is not None and guard.metric else "") or self.bench.metric

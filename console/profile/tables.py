@@ -130,6 +130,9 @@ class GateTable(Table):
     serial: Annotated[Literal["lag1", "none"], key(
         "lag1: the decision widens for the serial correlation its pairs show; none: pairs taken as "
         "independent")] = "lag1"
+    sequence: Annotated[Literal["huber", "t-mixture"], key(
+        "huber: each pair's deviation clipped at a scale read from the pairs before it, so a dipped rep "
+        "counts as one pair, not as its size; t-mixture: the raw pairs")] = "huber"
 
     @model_validator(mode="before")
     @classmethod

@@ -12,8 +12,12 @@ from .html import CSS, PAGE, RC, _figure, _svg, esc
 from .tables import Column, Table, percent, short
 
 SERIES_COLUMNS = (
-    Column("series", "profile, metric, depth, runtime and node of the series"),
+    Column("series", "profile, metric, depth, runtime, node and experiment identity of the series"),
     Column("node", "the node's fingerprint (its CPU, cores, GPUs, driver): another node is another series"),
+    Column("identity", "the experiment identity (runtime, the profile's measured sections, model, harness, GPU): "
+                       "another is another series"),
+    Column("since", "what changed from the series before it of the same node, profile, metric and depth, e.g. "
+                    "'runtime docker not local' (empty: none before it)"),
     Column("rounds", "sealed rounds in the series"),
     Column("first", "when its first round was sealed (UTC)", short(19)),
     Column("last", "when its last round was sealed (UTC)", short(19)),
@@ -54,7 +58,8 @@ def tables(h: History, rules: cp.Rules) -> list[Table]:
     series, changes, points = [], [], []
     for s in h.series:
         name = s.key.label()
-        series.append({"series": name, "node": s.key.node, "rounds": len(s.points), "first": s.points[0].sealed_at,
+        series.append({"series": name, "node": s.key.node, "identity": s.key.identity, "since": s.since,
+                       "rounds": len(s.points), "first": s.points[0].sealed_at,
                        "last": s.points[-1].sealed_at, "latest": s.points[-1].value, "changes": len(s.changes),
                        "raises": len(s.raises)})
         for c in s.changes:
@@ -90,8 +95,9 @@ def render_html(h: History, rules: cp.Rules) -> str:
             f"{rules.min_change:.1%}, at least {rules.min_segment} rounds a side. Each point is main's geometric mean "
             f"over one round's counted timed reps.</p>{left}</section>{sections}")
     return PAGE.format(title="Main's history", what="main's history", css=CSS, body=body,
-                       note="Every point is a sealed receipt's own figures; a node, runtime or profile change starts "
-                            "another series and is never a change point.")
+                       note="Every point is a sealed receipt's own figures; a node or experiment identity change "
+                            "(runtime, the profile's measured sections, model, harness, GPU) starts another series "
+                            "and is never a change point.")
 
 
 def _section(s: Series) -> str:
@@ -102,7 +108,8 @@ def _section(s: Series) -> str:
         for c in s.changes)
     table = (f"<table><tr><th>at</th><th>change [interval]</th><th>p</th><th>last before</th><th>first after</th>"
              f"<th>to bisect</th></tr>{rows}</table>" if rows else '<p class="na">no change point</p>')
-    return (f"<section><h2>{esc(s.key.label())}</h2><figure>{_plot(s)}<figcaption>Main's figure per round; each "
+    since = f"<p>A new series: {esc(s.since)}.</p>" if s.since else ""
+    return (f"<section><h2>{esc(s.key.label())}</h2>{since}<figure>{_plot(s)}<figcaption>Main's figure per round; each "
             "segment's mean with its interval between change points; the frontier pin dashed where one was in "
             f"force, raises marked ▲.</figcaption></figure>{table}</section>")
 

@@ -16,6 +16,7 @@ from tomlkit.items import Table
 from . import store
 from ..core import lock as L
 from ..core.fingerprint import Fingerprint
+from ..core.identity import Identity
 from ..core.receipt import Receipt
 from ..errors import UsageError
 from ..profile import Profile
@@ -135,9 +136,10 @@ def lock_for(profile: Profile, out: Path, given: Path | None = None) -> Path:
     return ensure(given or out / "reference.lock", profile, profile.dir / profile.name / "reference.lock")
 
 
-def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path | None = None) -> dict:
-    """The pins a round on ``node`` is judged against (0 = not measured), and the pins of other
-    nodes it passed over (``core.lock.node_pins``).
+def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path | None = None,
+             ident: Identity | None = None) -> dict:
+    """The pins a round on ``node`` under the experiment identity ``ident`` is judged against (0 = not
+    measured), and the pins of other nodes or identities it passed over (``core.lock.node_pins``).
 
     With ``ledger_dir``, every non-zero pin must first trace to a sealed receipt there:
     a hand-edited floor or frontier would otherwise judge the round unseen.
@@ -158,7 +160,7 @@ def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path |
         if locked and locked != pinned:
             raise UsageError(f"{path}: key 'parity.{key}': the lock pins {locked}, the profile {pinned}",
                              "A reference moved: recapture it deliberately and update both, or restore the pinned one.")
-    return {**L.node_pins(m, profile, node, receipts), "lock_path": str(path)}
+    return {**L.node_pins(m, profile, node, receipts, ident), "lock_path": str(path)}
 
 
 def update(path: Path, receipt_id: str, sealed: Receipt, profile: Profile, ledger_dir: Path | None = None):

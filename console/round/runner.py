@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from .. import events as ev
-from ..core import apparatus, fingerprint, gate, reruns
+from ..core import apparatus, fingerprint, gate, identity, reruns
 from ..core.backend import BackendCheck
 from ..core import lock as lockrules
 from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
@@ -55,6 +55,7 @@ class Round(Lifecycle):
         self._tele = None               # the round's telemetry
         self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
+        self._identity: identity.Identity | None = None  # what this round measures (core.identity): pools, pins
         self.servers: serve.Servers | None = None       # a serving round's servers
         self._backend: BackendCheck | None = None      # the round's backend against the reference's
 
@@ -141,11 +142,14 @@ class Round(Lifecycle):
         self._harness, harness = snapshot_harness(p, work / "harness")
         self._harness_sha256 = (harness or {}).get("tree_sha256")
         self._ref_meta = reference_meta(p)
-        return Receipt(round_id=self.round_id, kind=self.kind.name, started_at=started_at, profile=p.record(),
-                       runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
-                       host=host, lock=self._lock_pins(fingerprint.of_host(host)),
-                       inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None,
-                       bundle=cfg.bundle.record() if cfg.bundle is not None else None)
+        receipt = Receipt(round_id=self.round_id, kind=self.kind.name, started_at=started_at, profile=p.record(),
+                          runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
+                          host=host,
+                          inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None,
+                          bundle=cfg.bundle.record() if cfg.bundle is not None else None)
+        self._identity = identity.of_receipt(receipt)
+        receipt.lock = self._lock_pins(fingerprint.of_host(host))
+        return receipt
 
     def _sources(self, work: Path) -> dict[str, sources.Snapshot]:
         """Both trees, snapshotted once: what is hashed is what is built. From a bundle, a pinned
@@ -222,19 +226,22 @@ class Round(Lifecycle):
     def _look(self, trees: dict[str, str | None]) -> reruns.LookBack:
         """The experiment's earlier rounds in this ledger, read once per round."""
         if self._look_back is None:
+            # stages driven without _start (a simulation) measure the profile under the configured runtime
+            ident = self._identity or identity.of(self.p.record(), {"kind": self.cfg.runtime}, {}, None)
             self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
-                                               fresh=self.cfg.fresh, kind=self.kind.name)
+                                               ident, fresh=self.cfg.fresh, kind=self.kind.name)
         return self._look_back
 
     def _lock_pins(self, node: fingerprint.Fingerprint) -> Pins:
-        """This node's pins; a pin of the same name measured on another node is said and not used."""
+        """This node's pins of this round's experiment identity; a pin of the same name measured on
+        another node, or under another identity, is said and not used."""
         pins = Pins(anchor=self.p.gate.anchor, guards={g.name: 0.0 for g in self.p.gate.guards})
         lock = self.cfg.lock_path
         if lock and Path(lock).exists():
-            pins = Pins.from_dict({**pins.to_dict(),
-                                   **lockfile.pins_for(Path(lock), self.p, node, ledger_dir=self.cfg.out_dir)})
+            found = lockfile.pins_for(Path(lock), self.p, node, ledger_dir=self.cfg.out_dir, ident=self._identity)
+            pins = Pins.from_dict({**pins.to_dict(), **found})
         for x in pins.passed_over:
-            self.notice("warn", "pin-other-node", lockrules.passed_over_sentence(x, node.digest))
+            self.notice("warn", lockrules.passed_over_code(x), lockrules.passed_over_sentence(x, node.digest))
         return pins
 
     def _parity(self, b: Bench, receipt: Receipt) -> None:

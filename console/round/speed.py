@@ -159,10 +159,8 @@ class Speed:
         p = self.p
         if not self.cfg.kind.looks_back:
             return
-        trees = {b: x.tree_sha256 for b, x in receipt.builds.items()}
-        exp = reruns.experiment(p.record(), trees, self.cfg.kind.name)
-        look = self._look(trees)
-        prior = look.prior
+        look = self._look({b: x.tree_sha256 for b, x in receipt.builds.items()})
+        prior, exp = look.prior, look.experiment
         design = replace(sequential.Design.of(p.gate), max_pairs=pair_budget(self.cfg))
         pv = sequential.preview(receipt.lock.noise_sd, design, p.gate.planning_noise)
         receipt.sequential = Sequential(prior=prior, experiment=exp, preview=pv.to_dict(),

@@ -2,6 +2,7 @@ import json
 import math
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -694,9 +695,13 @@ def test_schema_2_receipts_keep_the_rules_they_were_sealed_under():
     wobble = (0.986, 0.95, 0.984, 0.952, 0.985, 0.951, 0.983, 0.953)    # about −3.3 %, noisy
     cand = tuple(m * k for m, k in zip(MAIN, wobble))
     assert decide(typed(make_receipt(cand=cand, schema=SCHEMA_2)), RULES).outcome == "none"
-    now = decide(typed(make_receipt(cand=cand)), RULES)
+    raw = replace(RULES, sequence="t-mixture")
+    now = decide(typed(make_receipt(cand=cand)), raw)
     assert now.outcome == "undecided", now.reasons      # a regression of 3.5 % is not excluded
     assert now.speed.decision["lower_miss"] < -RULES.min_gain
+    # the robust sequence reads the two levels' wobble as spread clipped at its scale: every one
+    # of the eight pairs is slower than main, and it says so
+    assert decide(typed(make_receipt(cand=cand)), RULES).outcome == "slower"
 
 
 def test_a_guard_whose_interval_reaches_below_its_floor_is_shown_though_it_does_not_reject():

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> tuple[Path, list[str]]:
     """The demo engine's short story: 0 good, 1 does not build, 2 mends it (a comment more than 0),
-    3 the demo's `slower` change (about 27 % slower at depth 4096)."""
+    3 the demo's `slower` change (about 45 % slower at depth 4096)."""
     where = tmp_path_factory.mktemp("bisect") / "engine"
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "demo_repo.py"), str(where),
                           "--story", "short"], check=True, capture_output=True, text=True).stdout
