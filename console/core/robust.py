@@ -151,16 +151,13 @@ def _edge(a: float, b: float, ma: float, mb: float, bar: float) -> float:
 
 
 def _root(score: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """For each row of Σ c·ψ (decreasing in μ): its zero, interpolated (the Huber centre)."""
+    """For each row of Σψ (decreasing in μ): its zero, interpolated (the Huber centre)."""
     out = np.empty(score.shape[0])
     for k, row in enumerate(score):
         pos = np.nonzero(row > 0)[0]
         i = int(pos[-1]) if len(pos) else 0
-        if i + 1 >= len(row) or not len(pos):
-            out[k] = mu[i]
-            continue
-        a, b = row[i], row[i + 1]
-        out[k] = mu[i] + (mu[i + 1] - mu[i]) * a / (a - b) if a != b else mu[i]
+        inside = len(pos) and i + 1 < len(row)
+        out[k] = _edge(row[i], row[i + 1], mu[i], mu[i + 1], 0.0) if inside else mu[i]
     return out
 
 
