@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.engine.adapters import ADAPTERS, WRITES_LOGITS, parse_llama_bench
-from console.profile.spec import ADAPTER_NAMES
+from console.engine.adapters import ADAPTERS, parse_llama_bench
 
 SAMPLE = (Path(__file__).parent / "data" / "llama-bench" / "pp512.jsonl").read_bytes()
 
@@ -76,8 +75,9 @@ def test_a_broken_result_line_is_refused_not_skipped():
 
 def test_every_adapter_is_selectable_by_name():
     assert set(ADAPTERS) == {"bench_result", "llama-bench"}
-    # the names a profile accepts are the readers the engine has, and each says whether it writes logits
-    assert set(ADAPTER_NAMES) == set(ADAPTERS) == set(WRITES_LOGITS)
+    # each record is keyed by its own name and says whether its bench writes logits
+    assert all(name == a.name for name, a in ADAPTERS.items())
+    assert (ADAPTERS["bench_result"].writes_logits, ADAPTERS["llama-bench"].writes_logits) == (True, False)
 
 
 @settings(max_examples=300, deadline=None)

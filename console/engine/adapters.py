@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..profile.spec import ADAPTER_NAMES, BENCH_RESULT, LLAMA_BENCH
 from . import protocol
 from .protocol import BenchParse
 
@@ -113,11 +115,33 @@ def _objects(text: str) -> tuple[list[dict[str, Any]], list[str]]:
     return out, []
 
 
-# Whether the bench run also writes {out}/bench_logits.npy (the scored-path and timed-path
-# checks need it): the console's protocol asks for it, llama-bench has no such output.
-WRITES_LOGITS = {"bench_result": True, "llama-bench": False}
+@dataclass(frozen=True)
+class Adapter:
+    """One output format a profile may select (``bench.adapter``): how its stdout is read, and
+    whether the run also writes ``{out}/bench_logits.npy`` (the scored-path and timed-path checks
+    need it: the console's protocol asks for it, llama-bench has no such output)."""
+    name: str
+    parse: Callable[..., BenchParse]
+    writes_logits: bool
+    description: str
 
-ADAPTERS: dict[str, Callable[..., BenchParse]] = {
-    "bench_result": protocol.parse_bench_output,
-    "llama-bench": parse_llama_bench,
-}
+
+def _registry(*adapters: Adapter) -> dict[str, Adapter]:
+    """The adapters by name. The profile, read before the engine loads, validates against
+    ``profile.spec.ADAPTER_NAMES``: the registry must hold exactly those names, or a profile
+    could select a format nothing reads (refused here, when the engine is imported)."""
+    by_name = {a.name: a for a in adapters}
+    if tuple(by_name) != ADAPTER_NAMES:
+        raise RuntimeError(f"engine adapters {tuple(by_name)} are not the profile's {ADAPTER_NAMES}")
+    return by_name
+
+
+ADAPTERS = _registry(
+    Adapter(BENCH_RESULT, protocol.parse_bench_output, writes_logits=True,
+            description="the console's own protocol line (docs/PROTOCOL.md)"),
+    Adapter(LLAMA_BENCH, parse_llama_bench, writes_logits=False,
+            description="llama.cpp's `llama-bench -o json|jsonl` report"),
+)
+
+# a view of the registry for readers that only ask whether a format writes logits
+WRITES_LOGITS = {name: a.writes_logits for name, a in ADAPTERS.items()}

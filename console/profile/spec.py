@@ -34,10 +34,12 @@ def table(cls: type) -> type:
     return dataclass(frozen=True, config=TABLE)(cls)
 
 
-# The bench output formats a profile may name; the engine keys its readers by them
-# (engine.adapters.ADAPTERS), so the profile, read first, need not load the engine.
-ADAPTER_NAMES = ("bench_result", "llama-bench")
-Adapter = Literal[ADAPTER_NAMES]
+# The bench output formats a profile may name, spelled here once: the engine builds its one record
+# per format (engine.adapters.ADAPTERS) from these names, so the profile, read first, need not load
+# the engine to refuse an unknown one.
+BENCH_RESULT, LLAMA_BENCH = "bench_result", "llama-bench"
+ADAPTER_NAMES = (BENCH_RESULT, LLAMA_BENCH)
+AdapterName = Literal[ADAPTER_NAMES]
 COMMON_PLACEHOLDERS = {"threads", "model"}
 BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill", "repeat"} | COMMON_PLACEHOLDERS
 PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"} | COMMON_PLACEHOLDERS
@@ -270,7 +272,7 @@ class BenchSpec:
         "cache bytes a seeked position allocates (required with shortcut = 'seek')")] = 0
     fill: Annotated[Literal["decode", "prefill"], key(
         "the context before the timed section: token by token, or the batched prompt path")] = "decode"
-    adapter: Annotated[Adapter, key("how the bench's stdout is read")] = "bench_result"
+    adapter: Annotated[AdapterName, key("how the bench's stdout is read")] = BENCH_RESULT
     mode: Annotated[Literal["harness", "serve"], key(
         "runs of the bench command, or blocks of requests through the engine's server ([server])")] = "harness"
     min_seconds: Annotated[Num, within(0), key(

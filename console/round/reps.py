@@ -34,15 +34,15 @@ class Bench:
     preflight: dict
     profile: Profile
     models: dict[str, str] | None = None    # model file name -> host path, mounted read-only
-    # a serving round's reps are blocks of requests through the build's server (round.serve)
+    # a serving round's reps are blocks of requests through the build's server (round.serving.blocks)
     blocks: Callable[[Item, int, Path], tuple[Rep, RunResult]] | None = None
     keep_work: bool = False         # --keep-work: large outputs (parity logits) are kept after grading
 
 
 def rep_record(item: Item, attempt: int, res: RunResult, p: Profile) -> Rep:
     """What the console saw of one run: its status, its wall clock, and its result line if valid."""
-    parse = ADAPTERS[p.bench.adapter](res.stdout, metric=item.metric or p.bench.metric, tokens=item.tokens * item.repeat,
-                                      depth=item.depth, context=item.context)
+    parse = ADAPTERS[p.bench.adapter].parse(res.stdout, metric=item.metric or p.bench.metric,
+                                            tokens=item.tokens * item.repeat, depth=item.depth, context=item.context)
     if res.killed_reason == "timeout":
         status = "timeout"
     elif res.killed_reason == "aborted":
