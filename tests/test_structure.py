@@ -116,7 +116,7 @@ def test_the_cycle_finder_finds_one():
 # The layers (shared/DESIGN.md): cli -> commands -> (round, queueing, bisect, reports) -> (engine, serving,
 # runtime, telemetry, results, profile) -> core. A package imports only lower bands, or a peer in the
 # bottom two bands (they share vocabulary); peers above that talk through the layer over them.
-BANDS = {"core": 0, "errors": 0, "paths": 0, "events": 0, "clock": 0,
+BANDS = {"core": 0, "errors": 0, "paths": 0, "events": 0, "clock": 0, "files": 0,
          "profile": 1, "results": 1, "telemetry": 1, "serving": 1,
          "runtime": 2, "engine": 3, "round": 4, "reports": 4, "queueing": 5, "bisect": 5, "tui": 6, "commands": 7, "cli": 8}
 # Imports against the layers that stand for now: (importing module, imported package) -> why, and who
@@ -176,7 +176,7 @@ def test_the_layer_check_reads_an_import_inside_a_function(tmp_path):
 
 def test_the_top_level_holds_only_the_entry_points_and_shared_vocabulary():
     top = sorted(p.stem for p in (ROOT / "console").glob("*.py"))
-    assert top == ["__init__", "cli", "clock", "commands", "errors", "events", "paths"], top
+    assert top == ["__init__", "cli", "clock", "commands", "errors", "events", "files", "paths"], top
     # the profile is a package: its declared tables, the loader, the generated key reference
     assert (ROOT / "console" / "profile" / "__init__.py").is_file()
 

@@ -21,7 +21,7 @@ from ..errors import UsageError
 from ..paths import version
 from ..profile import Profile, Source, load_profile
 from ..clock import utc_now
-from ..results.store import read_file
+from ..files import read_file
 from . import sources, wheels
 
 MANIFEST = "manifest.json"

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..results.store import read_capped
+from ..files import read_capped
 from .spec import Profile
 from .tables import ProfileFile, matrix_spec
 

@@ -38,7 +38,8 @@ from ..errors import ExitCode, InfraError, UsageError
 from ..profile import load_profile
 from .jobs import job_state, run
 from .store import QueueStore, Row
-from ..results.store import atomic_write, read_file, read_json
+from ..files import read_file
+from ..results.store import atomic_write, read_json
 
 if TYPE_CHECKING:
     from .worker import Finished, WorkerOptions

@@ -149,8 +149,9 @@ def check_replayable(path: Path, follow: bool = False) -> None:
     journal ``ReplaySource``/``FollowSource`` can play: asked before the console opens,
     which would otherwise sit empty on a file it cannot read."""
     from ..errors import UsageError
-    from ..results import journal, store
-    data = store.read_file(path, "a receipt or a journal", _GIVE)
+    from ..files import read_file
+    from ..results import journal
+    data = read_file(path, "a receipt or a journal", _GIVE)
     if follow or path.suffix == ".jsonl":
         jr = journal.parse_journal(data)
         if jr.damaged_line is not None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from console.core.untrusted import loads
-from console.results.store import fsync_dir, read_file
+from console.files import read_file
+from console.results.store import fsync_dir
 
 JOURNAL_DIR = "journal"
 

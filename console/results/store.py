@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -22,36 +21,10 @@ from console.core.receipt import Receipt
 from console.core.untrusted import loads
 from console.core.reruns import prior_problems
 from console.errors import UsageError
-
-# what a reader takes at the most: a receipt with every request of a long serving round is tens
-# of MB; more is not a file the console wrote
-MAX_FILE_BYTES = 256 << 20
+from console.files import MAX_FILE_BYTES, read_file
 
 
-# --- reading files a person may have changed -------------------------------------
-
-def read_capped(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the regular file ``path``; ValueError says why not: unreadable, a device,
-    pipe or directory (``/dev/zero`` would read forever), or larger than ``limit`` bytes."""
-    try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ValueError("not a regular file (a directory, device or pipe)")
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise ValueError(e.strerror or str(e)) from None
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit >> 20} MiB, more than the console reads")
-    return data
-
-
-def read_file(path: str | os.PathLike[str], what: str, hint: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """``read_capped``, a refusal being a usage error that names the file and what it should be."""
-    try:
-        return read_capped(path, limit)
-    except ValueError as e:
-        raise UsageError(f"cannot read {path} as {what}: {e}", hint) from None
-
+# --- reading the console's JSON files (receipts, records) ---------------------------
 
 def read_json(path: str | os.PathLike[str], what: str, hint: str, limit: int = MAX_FILE_BYTES) -> tuple[bytes, Any]:
     """The bytes of a JSON file and the document they hold, or a usage error naming the file."""

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core.untrusted import loads
-from ..results.store import read_capped
+from ..files import read_capped
 
 FILE_KEYS = ("prompt", "max_tokens", "input_tokens")
 MAX_WORKLOAD_BYTES = 64 << 20       # tens of thousands of long prompts; /dev/zero is refused, not read
