@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 _REGISTRY: dict[str, type["Event"]] = {}
 
@@ -297,3 +297,25 @@ class RoundEnded(Event):
 Emit = Callable[[Event], None]                  # hand an event to the journal and the viewers
 Notify = Callable[[str, str, str], None]        # (level, code, message): a notice
 CheckAbort = Callable[[], None]                 # raises Interrupted once the round is aborted
+
+
+# --- who yields them -------------------------------------------------------
+
+@runtime_checkable
+class EventSource(Protocol):
+    """A round's event stream, as a viewer consumes it: a live round, or a replay of a recorded one
+    (``console.reports.replay``); the console app (``console.tui``) renders either.
+
+    ``events()`` is a blocking iterator (it may take minutes); the app runs it on a
+    thread worker. ``abort()`` is called from the UI thread, must be thread-safe and
+    return promptly; the source then tears down what it started and ends the stream,
+    normally with ``RoundEnded(status="incomplete")``.
+
+    A source that has not started yet is given to the app as a zero-argument
+    factory (``console.tui.messages.SourceFactory``): the app opens idle and calls it when the user
+    presses ``s``.
+    """
+
+    def events(self) -> Iterator[Event]: ...
+
+    def abort(self) -> None: ...

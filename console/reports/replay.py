@@ -8,7 +8,7 @@ Two inputs are understood:
   receipt keeps (round, builds, parity depths, reps, the stored verdict). Build
   logs and notices are not in a receipt, so a receipt replay has none.
 
-Both sources satisfy :class:`console.tui.messages.EventSource`: ``events()``
+Both sources satisfy :class:`console.events.EventSource`: ``events()``
 blocks while it paces the stream, ``abort()`` ends it with
 ``RoundEnded(status="incomplete")``.
 """

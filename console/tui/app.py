@@ -19,7 +19,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import get_current_worker
 
-from .messages import EventSource, EventsPending, Inbox, SourceArg, StreamClosed
+from console.events import EventSource
+
+from .messages import EventsPending, Inbox, SourceArg, StreamClosed
 from .screens.dashboard import DashboardScreen
 from .screens.viewers import LogScreen, ReceiptScreen
 from .widgets.builds import BuildPanel

@@ -1,7 +1,7 @@
-"""What flows into the app: the event-source protocol and the app's own messages.
+"""What flows into the app: the sources it accepts and the app's own messages.
 
 The app never measures anything. It receives :mod:`console.events` objects from an
-:class:`EventSource` (a live round, a replay) on a thread worker and renders them.
+:class:`console.events.EventSource` (a live round, a replay) on a thread worker and renders them.
 
 Events do not travel one message each: the worker appends them to an
 :class:`Inbox` and posts one :class:`EventsPending` wake-up. The app drains the
@@ -14,32 +14,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Union, runtime_checkable
+from typing import Callable, Union
 
 from textual.message import Message
 
-from console.events import Event
+from console.events import Event, EventSource
 
 
-@runtime_checkable
-class EventSource(Protocol):
-    """A round's event stream, as the console app consumes it.
-
-    ``events()`` is a blocking iterator (it may take minutes); the app runs it on a
-    thread worker. ``abort()`` is called from the UI thread, must be thread-safe and
-    return promptly; the source then tears down what it started and ends the stream,
-    normally with ``RoundEnded(status="incomplete")``.
-
-    A source that has not started yet is given to the app as a zero-argument
-    factory (:data:`SourceFactory`): the app opens idle and calls it when the user
-    presses ``s``.
-    """
-
-    def events(self) -> Iterator[Event]: ...
-
-    def abort(self) -> None: ...
-
-
+# a source not started yet: the app opens idle and calls it when the user presses ``s``
 SourceFactory = Callable[[], EventSource]
 SourceArg = Union[EventSource, SourceFactory, None]
 
