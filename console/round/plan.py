@@ -9,10 +9,11 @@ from typing import Any
 
 from ..core import stats
 from ..errors import UsageError
-from ..profile import Profile, Source
+from ..profile import Profile
 from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
 from ..engine.sources import sha256_path as sha256_file
 from .kinds import Compare, Kind, Matrix, named
+from .resume import Resume
 
 DOC_NAME = "document.tok"
 
@@ -31,7 +32,7 @@ class RoundConfig:
     kind: Kind = field(default_factory=Compare)   # round.kinds: a name ("round", "noise") is read as its kind
     reps: int | None = None         # timed pairs at most (rounds stop earlier once decided)
     lock_path: Path | None = None
-    resume: Any = None              # an interrupted round read back from its journal (commands._Resume)
+    resume: Resume | None = None    # an interrupted round read back from its journal
     telemetry: Any = None           # a console.telemetry Telemetry; opened when None
     keep_work: bool = False
     fresh: bool = False             # pool nothing with earlier rounds of the same experiment
@@ -164,15 +165,10 @@ def logits_argv(template: tuple[str, ...], p: Profile) -> list[str]:
 
 
 def spec_text(spec: Any) -> Any:
+    """A build's spec as the plan records it; ``resume.spec_from_plan`` reads it back."""
     if isinstance(spec, tuple):
         return {"patch": spec[1]}
     return {k: v for k, v in asdict(spec).items() if v}
-
-
-def spec_from_plan(d: dict):
-    if "patch" in d:
-        return ("patch", d["patch"])
-    return Source(**d)
 
 
 def check_pins(p: Profile) -> None:

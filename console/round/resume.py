@@ -9,13 +9,20 @@ from ..results import journal
 from ..core.untrusted import safe_name
 from ..core.receipt import Rep, RepKey
 from ..errors import InfraError, UsageError
+from ..profile import Source
 from ..runtime.base import BuildResult
-from .plan import spec_from_plan
 
 
 # what a resumed round reads from the plan, and the type it must have
 _PLAN_KEYS = {"round_id": str, "out_dir": str, "profile_path": str, "runtime": str, "kind": str,
               "main": dict, "candidate": dict}
+
+
+def spec_from_plan(d: dict) -> Source | tuple[str, str]:
+    """A build's spec read back from the plan a round journaled (``plan.spec_text`` wrote it)."""
+    if "patch" in d:
+        return ("patch", d["patch"])
+    return Source(**d)
 
 
 def _check_plan(plan: dict[str, Any]) -> None:
