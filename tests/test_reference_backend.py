@@ -21,9 +21,10 @@ from console.round import Round, RoundConfig
 from console.round import node
 from console.telemetry import facts
 from console.round import parity as checks
-from console.telemetry.fake import FakeGPU, FakeNvml
 from console.telemetry.host import HostTelemetry
 from console.telemetry.nvml import NvmlTelemetry
+
+from fake_nvml import FakeGPU, FakeNvml
 
 
 class QuietHost(HostTelemetry):

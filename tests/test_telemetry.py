@@ -13,9 +13,10 @@ import pytest
 
 from console.core.health import HealthRules, PreflightRules, classify_rep, host_findings
 from console.telemetry import HostTelemetry, open_telemetry, refused
-from console.telemetry.fake import FakeGPU, FakeNvml
 from console.telemetry.host import ProcReader
 from console.telemetry.nvml import NOT_SUPPORTED, NvmlTelemetry, NvmlUnavailable, reasons
+
+from fake_nvml import FakeGPU, FakeNvml
 
 THERMAL, POWER_CAP, IDLE, BRAKE = 0x20, 0x4, 0x1, 0x80
 

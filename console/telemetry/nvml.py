@@ -7,7 +7,7 @@ processes, free memory; ``console.core.health`` decides); per rep it samples clo
 listens for XID critical errors. Any query a GPU does not support is recorded as
 "not supported" and the rest carries on. Host telemetry is gathered alongside.
 
-The NVML module is a parameter so that tests can pass ``console.telemetry.fake``.
+The NVML module is a parameter so that tests can pass a fake one (``tests/fake_nvml.py``).
 """
 from __future__ import annotations
 

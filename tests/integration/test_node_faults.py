@@ -17,7 +17,8 @@ from console.errors import ExitCode
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 from console.telemetry import open_telemetry
-from console.telemetry.fake import FakeGPU, FakeNvml, nvmlClocksEventReasonHwThermalSlowdown
+
+from fake_nvml import FakeGPU, FakeNvml, nvmlClocksEventReasonHwThermalSlowdown
 
 pytestmark = pytest.mark.slow
 

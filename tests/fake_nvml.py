@@ -6,7 +6,7 @@ millijoules, MHz, bit masks; ``NVMLError_NotSupported``, ``NVMLError_Timeout``,
 ``NVMLError_Uninitialized`` …). State is plain attributes that a test sets, or a
 ``timeline`` of changes that ``step()`` applies one at a time. It proves only
 that the console reads and interprets NVML as documented; real GPUs still need
-a real check. It is never used outside tests.
+a real check. It lives with the tests, outside the installed package.
 """
 from __future__ import annotations
 
