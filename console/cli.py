@@ -15,7 +15,7 @@ from .errors import ConsoleError, ExitCode
 from .profile import ProfileError
 
 from .paths import DEMO_PROFILE, demo_candidates, profile_arg, version
-from .reports.tables import FORMATS
+from .reports.export import FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:

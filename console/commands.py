@@ -42,8 +42,8 @@ def _interactive(args) -> bool:
 
 def drive(rnd, args) -> int:
     """Run a round under the TUI or the headless reporter; both only render events. Once the round
-    has written its record, the files made from it (``reports.exporters``) are written and said."""
-    from .reports.exporters import export_notice
+    has written its record, the files made from it (``reports.export``) are written and said."""
+    from .reports.export import export_notice
     from .reports.text import JsonLinesReporter, LineReporter
 
     if _interactive(args):
@@ -163,7 +163,7 @@ def cmd_sweep(args) -> int:
     kind = Sweep(levels=tuple(levels), blocks=args.blocks)
     cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
                       runtime=args.runtime, kind=kind, keep_work=args.keep_work, rebuild=args.rebuild)
-    return drive(Round(cfg), args)     # its page is an export of the document (reports.exporters)
+    return drive(Round(cfg), args)     # its page is an export of the document (reports.export)
 
 
 def cmd_demo(args) -> int:
@@ -252,10 +252,10 @@ def cmd_verdict(args) -> int:
     from .results import store
     from .core import gate
     from .core.receipt import Receipt, ReceiptError
-    from .reports.exports import verdict_table
+    from .reports.export import render
+    from .reports.ledger import verdict_table
     from .reports.matrix import cells_of, matrix_table
     from .reports.text import LineReporter
-    from .reports.tables import render
     data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
     try:
         receipt = Receipt.from_dict(doc)
@@ -294,7 +294,7 @@ def cmd_verdict(args) -> int:
 def cmd_blocks(args) -> int:
     from .core.receipt import Receipt, ReceiptError
     from .reports import serving
-    from .reports.tables import render
+    from .reports.export import render, write_results
     from .results import store
     data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
     try:
@@ -308,18 +308,16 @@ def cmd_blocks(args) -> int:
     if args.save_result:
         _out_dir(args.save_result, "--save-result").mkdir(parents=True, exist_ok=True)
         identity, _ = store.identify_file(args.receipt, data, doc)
-        for build, doc in serving.vllm_results(receipt, identity.receipt_id or "").items():
-            path = args.save_result / f"{receipt.round_id}-{build}.json"
-            path.write_text(json.dumps(doc, indent=2) + "\n")
+        for path in write_results(args.save_result, receipt, identity.receipt_id or ""):
             print(f"wrote {path}", file=sys.stderr)
     return ExitCode.OK
 
 
 def cmd_compare(args) -> int:
     from .core.compare import compare
-    from .reports.exports import comparison_tables
+    from .reports.compare import comparison_tables
+    from .reports.export import render
     from .results.saved import select_sources
-    from .reports.tables import render
     if args.table and args.format != "csv":
         raise UsageError("--table chooses the table of a CSV export", "Add --format csv, or leave --table out.")
     sources = select_sources(args.sources, node=args.node, since=args.since)
@@ -344,8 +342,8 @@ def cmd_ledger(args) -> int:
               + (f", {len(problems) - len(fatal)} notice(s)" if len(problems) > len(fatal) else ""))
         return ExitCode.REJECTED if fatal else ExitCode.OK
     if args.ledger_cmd == "show":
-        from .reports.exports import ledger_table
-        from .reports.tables import render
+        from .reports.export import render
+        from .reports.ledger import ledger_table
         entries, _ = store.read_ledger(args.dir)
         render([ledger_table(entries)], args.format, sys.stdout)
         return ExitCode.OK
@@ -490,10 +488,10 @@ def cmd_reference(args) -> int:
 
 def cmd_queue(args) -> int:
     from .queueing import worker as queueing
-    from .reports import tables
+    from .reports.export import render
     from .core import queue as policy
     from .core.queue import State
-    from .reports.exports import history_table, queue_table
+    from .reports.queue import history_table, queue_table
     from .queueing.store import QueueStore
     from .core.untrusted import printable
 
@@ -530,14 +528,14 @@ def cmd_queue(args) -> int:
             return ExitCode.OK
         if action == "list":
             rows = store.rows()
-            tables.render([queue_table(rows, policy.plan([r.candidate for r in rows]))], args.format, sys.stdout)
+            render([queue_table(rows, policy.plan([r.candidate for r in rows]))], args.format, sys.stdout)
             return ExitCode.OK
         if action == "show":
             row = store.get(args.id)
             for k, v in row.to_dict().items():
                 print(f"{k:14} {printable(str(v))}")
             print()
-            tables.render([history_table(store.history(row.id))], "table", sys.stdout)
+            render([history_table(store.history(row.id))], "table", sys.stdout)
             return ExitCode.OK
         if action == "work":
             _check_reps(args)
@@ -634,7 +632,7 @@ def cmd_history(args) -> int:
     from .core import changepoints as cp
     from .core.history import series_of
     from .reports import history as report
-    from .reports.tables import render
+    from .reports.export import render
     from .results.saved import select_sources
     try:
         rules = cp.Rules(alpha=args.alpha, min_change=args.min_change, min_segment=args.min_segment)
@@ -672,7 +670,7 @@ def cmd_bisect(args) -> int:
     from .bisect import record as records
     from .bisect.setup import items_of, with_metric
     from .reports import bisect as report
-    from .reports.tables import render
+    from .reports.export import render
     if args.show:
         render(report.tables(records.read(args.show).to_dict()), args.format, sys.stdout, table="steps")
         return ExitCode.OK

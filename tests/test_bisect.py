@@ -20,7 +20,7 @@ from console.engine import ranges
 from console.engine.ranges import Item
 from console.profile import Source, load_profile
 from console.reports import bisect as report
-from console.reports.tables import render
+from console.reports.export import render
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,17 +22,15 @@ from console.core import gate
 from console.core.ledger import identify
 from console.core.receipt import Receipt
 from console.core.verdict import VerdictRecord
-from console.reports.exports import (
-    HISTORY_COLUMNS,
-    LEDGER_COLUMNS,
-    PARITY_COLUMNS,
-    QUEUE_COLUMNS,
-    ROUND_COLUMNS,
-    SPEED_COLUMNS,
-    VERDICT_COLUMNS)
+from console.reports.compare import PARITY_COLUMNS, ROUND_COLUMNS, SPEED_COLUMNS
+from console.reports.export import write_sealed
+from console.reports.export.junit import junit_xml
+from console.reports.export.summary import markdown_summary
+from console.reports.ledger import LEDGER_COLUMNS, VERDICT_COLUMNS
+from console.reports.queue import HISTORY_COLUMNS, QUEUE_COLUMNS
 from console.reports.matrix import MATRIX_COLUMNS
 from console.reports.serving import BLOCK_COLUMNS
-from console.reports.text import LineReporter, annotations, junit_xml, markdown_summary, write_reports
+from console.reports.text import LineReporter, annotations
 
 from core.receipts import MAIN, OUTCOME_RECEIPTS, _scaled, default_rules, make_receipt
 
@@ -225,7 +223,7 @@ def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monke
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    write_reports(tmp_path, r, v)
+    write_sealed(tmp_path, r, v)
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "**Verdict: accepted" in text
     assert re.search(r"gain \+\d+\.\d%, interval \[\+\d+\.\d%, \+\d+\.\d%\], 1% false accept", text)

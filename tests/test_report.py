@@ -6,7 +6,10 @@ import pytest
 from console.core import gate
 from console.core.receipt import Receipt
 from console.core.verdict import OUTCOMES, VerdictRecord, stage_of
-from console.reports.text import HEADLINES, LineReporter, junit_xml, markdown_summary, tier_text
+from console.reports.export.junit import junit_xml
+from console.reports.export.summary import markdown_summary
+from console.reports.text import LineReporter
+from console.reports.words import HEADLINES, tier_text
 
 from core.receipts import OUTCOME_RECEIPTS, default_rules, make_receipt
 

@@ -247,7 +247,7 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
     from .. import events as ev
     from ..results import lockfile
     from ..round.follow import follow
-    from ..reports.exporters import export_notice
+    from ..reports.export import export_notice
     from ..reports.text import LineReporter
     from ..round import Round, RoundConfig
 

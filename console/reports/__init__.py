@@ -1,2 +1,2 @@
-"""What is shown of a round the core decided: the headless lines and summary (text), the HTML
-report, CSV/JSON exports and their tables, the receipt's field reference, and replay."""
+"""What is shown of a round the core decided: the headless lines (text), the HTML report, each
+command's tables, every output format in one registry (export), the receipt's field reference, and replay."""

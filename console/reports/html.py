@@ -18,7 +18,7 @@ from ..core.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.rules import Bands
 from ..core.verdict import VerdictRecord
 from .matrix import axes_of, cells_of, row_of, summary_line as matrix_summary
-from .text import HEADLINES, accuracy_sentence, gain_phrase, rate_text, source_text, tier_text
+from .words import HEADLINES, accuracy_sentence, gain_phrase, rate_text, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
 MARKERS = {"warmup": "v", "short": "^", "timed": "o", "guard": "s"}

@@ -1,15 +1,14 @@
 """A sweep's page: each build's throughput against its latency over the load levels, with the
-intervals, and a table of every level (written beside the sweep document once the sweep ends: ``reports.exporters``).
+intervals, and a table of every level (written beside the sweep document once the sweep ends:
+``reports.export.sweep_page``).
 
 It renders only what the sweep measured (``core.sweep`` figures); like the round report it is one
 self-contained file, SVG inline, no script.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
-from ..results.store import atomic_write
 from .html import COLOURS, CSS, PAGE, RC, _figure, _svg, esc
 
 # (x figure, its label) for each panel: throughput against the latency a user waits for
@@ -19,11 +18,6 @@ ROWS = (("output_throughput", "output tok/s", ".1f"), ("request_throughput", "re
         ("goodput", "goodput req/s", ".2f"), ("median_ttft_ms", "TTFT p50 ms", ".0f"),
         ("p99_ttft_ms", "TTFT p99 ms", ".0f"), ("median_tpot_ms", "TPOT p50 ms", ".0f"),
         ("p99_itl_ms", "ITL p99 ms", ".0f"))
-
-
-def write_sweep_html(doc: Mapping[str, Any], path: Path) -> Path:
-    atomic_write(path, render_sweep(doc).encode("utf-8"))
-    return path
 
 
 def render_sweep(doc: Mapping[str, Any]) -> str:

@@ -1,33 +1,24 @@
-"""Headless output: progress lines on a terminal, JSON lines, JUnit XML, Markdown.
+"""Headless output: progress lines on a terminal, JSON lines, GitHub Actions annotations.
 
 A consumer of the event stream like the TUI: it renders, it never measures.
 One line per event (build logs only with --verbose, and their tail on failure),
 no cursor movement, colour only on a terminal and never when NO_COLOR is set.
+The files a round leaves (junit.xml, summary.md) are exporters' (``reports.export``).
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
-from pathlib import Path
 from typing import IO, Any, Callable, Mapping
-import xml.etree.ElementTree as ET
 
 from .. import events as ev
 from ..core.progress import Tracker, build_how, build_step, duration
-from ..core.adjudication import Adjudication
-from ..core.receipt import BUILDS, Figures, ParityRecord, Receipt
-from ..core.verdict import OUTCOMES, Reason, VerdictRecord, stage_of
+from ..core.verdict import OUTCOMES, VerdictRecord
+from .export.table import render as aligned
 from .matrix import cells_of, matrix_table, summary_line
-from .tables import Table, render
+from .words import HEADLINES, rate_text, source_text, tier_words
 
-# One headline per outcome the gate can produce (a test checks there is one for each).
-HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",
-             "slower": "SLOWER (decided: slower than main)", "undecided": "UNDECIDED (budget spent)",
-             "noise": "NOISE (this node's floor)",
-             "rejected": "REJECTED", "implausible": "IMPLAUSIBLE (held for review)",
-             "uncheckable": "UNCHECKABLE (held)", "infra": "INFRA (node fault, retry)"}
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
 
@@ -173,7 +164,7 @@ class LineReporter:
         """The verdict as an event carries it: JSON, whose outcome may be one a newer version sealed."""
         outcome = v.get("outcome", "?")
         head = HEADLINES.get(outcome, f"? {outcome} (not an outcome this gate produces)").format(
-            tier=_tier_words(v.get("tier"), v.get("tier_span")))
+            tier=tier_words(v.get("tier"), v.get("tier_span")))
         colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red",
                   "slower": "red"}.get(outcome, "yellow")
         lines = [self._c(f"verdict: {head}", colour)]
@@ -192,7 +183,7 @@ class LineReporter:
                              f"{rate_text(1 - s.get('confidence', 0.99))} false accept")
         if cells_of(v):
             lines.append("  " + summary_line(v))
-            lines += ["  " + x for x in table_text(matrix_table(v)).splitlines()[1:]]
+            lines += ["  " + x for x in aligned([matrix_table(v)]).splitlines()[1:]]
         n = s.get("noise") or {}
         if n.get("sd") is not None:
             lines.append(f"  pair noise SD {n['sd']:.2%} (95% {n['lower']:.2%}–{n['upper']:.2%}) over {n['pairs']} pairs; "
@@ -231,18 +222,6 @@ _LINES: dict[type, Callable[[LineReporter, Any], str | None]] = {
 }
 
 
-def tier_text(v: VerdictRecord) -> str:
-    """``L`` or ``L (interval spans L–XL)``: the conservative tier and what it may still be."""
-    return _tier_words(v.tier, v.tier_span)
-
-
-def _tier_words(tier: Any, span: Any) -> str:
-    tier = str(tier).upper()
-    if span and span[0] != span[-1]:
-        return f"{tier} (interval spans {span[0].upper()}–{span[-1].upper()})"
-    return tier
-
-
 def decision_text(e: "ev.DecisionStep") -> str:
     """One line per look: pairs, the gain and its sequence, the state."""
     iv = e.interval or [None, None]
@@ -254,11 +233,6 @@ def decision_text(e: "ev.DecisionStep") -> str:
     return f"{e.pairs}{pooled} pairs, gain {gain} {shown}: {state}"
 
 
-def rate_text(x: float) -> str:
-    """An error rate as said to people: 1 %, 0.5 %, 0.17 % (a matrix splits the round's rate)."""
-    return f"{round(x * 100, 10):.2g}%"
-
-
 def cell_text(c: Mapping[str, Any]) -> str:
     """One cell of a matrix round's look: its key, state, gain and interval."""
     iv = c.get("interval") or [None, None]
@@ -266,13 +240,6 @@ def cell_text(c: Mapping[str, Any]) -> str:
     gain = "n/a" if c.get("gain") is None else f"{c['gain']:+.1%}"
     state = c.get("state", "?") + (f" {c['tier']}" if c.get("tier") and c.get("state") == "accepted" else "")
     return f"[{c.get('key')}] {state} {gain} {shown} ({c.get('pairs', 0)} pairs)"
-
-
-def table_text(t: Table, fmt: str = "table") -> str:
-    """``t`` rendered as text (``table`` or ``md``)."""
-    buf = io.StringIO()
-    render([t], fmt, buf)
-    return buf.getvalue()
 
 
 class JsonLinesReporter:
@@ -284,146 +251,6 @@ class JsonLinesReporter:
     def __call__(self, e: ev.Event) -> None:
         self.stream.write(json.dumps(e.to_dict(), sort_keys=True, default=str) + "\n")
         self.stream.flush()
-
-
-def source_text(src: dict) -> str:
-    if "patch" in src:
-        return f"patch {Path(src['patch']).name} over {source_text(src.get('over', {}))}"
-    if "git" in src:
-        return f"{src['git']}@{src.get('commit', src.get('ref', ''))[:12]}"
-    if "pypi" in src:
-        return f"sdist {src['pypi']}" + (f" ({src['subtree']})" if src.get("subtree") else "") \
-            + (f", sha256 {src['sdist_sha256'][:12]}" if src.get("sdist_sha256") else "")
-    return src.get("path", "?")
-
-
-# --- files written beside the receipt ----------------------------------------
-
-def junit_xml(r: Receipt, verdict: VerdictRecord) -> str:
-    """One test case per gate stage, so CI dashboards show where a round stopped. A reason is a
-    failure only when the verdict fails the job (its exit code); an outcome that exits 0 (none,
-    undecided, slower recorded) states its reasons as the stage's output instead."""
-    stages: dict[str, list[Reason]] = {"parity": [], "claims": [], "guards": [], "verdict": []}
-    for reason in verdict.reasons:
-        stages[stage_of(reason.code)].append(reason)
-    fails = verdict.exit_code not in (0, None)
-    suite = ET.Element("testsuite", name=f"bench-console round {r.round_id}",
-                       tests=str(len(stages)), failures=str(sum(1 for rs in stages.values() if rs) if fails else 0))
-    classname = f"bench-console.{r.profile.name}"
-    for name, rs in stages.items():
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        for reason in rs:
-            if fails:
-                ET.SubElement(case, "failure", message=reason.message)
-            else:
-                ET.SubElement(case, "system-out").text = f"{verdict.outcome}: {reason.message}"
-    ET.indent(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
-
-
-def gain_phrase(verdict: VerdictRecord) -> str:
-    """" — gain +12.3 % (interval +8.1 % to +16.0 %, 1 % false accept)", or "" without a gain."""
-    if verdict.gain is None:
-        return ""
-    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in verdict.interval or (None, None))
-    level = f", {rate_text(1 - verdict.confidence)} false accept" if verdict.confidence is not None else ""
-    return f" — gain {verdict.gain:+.1%}, interval [{iv}]{level}"
-
-
-def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
-    lines = [f"# Round {r.round_id} — {r.profile.name}", "",
-             f"**Verdict: {verdict.outcome}" + (f", tier {tier_text(verdict).lower()}" if verdict.tier
-                                                else "") + "**" + gain_phrase(verdict), ""]
-    lines += [f"- {reason.message}" for reason in verdict.reasons]
-    lines += [f"- warning: {w.message}" for w in verdict.warnings]
-    lines += _decision_lines(r, verdict)
-    if cells_of(verdict.to_dict()):     # a matrix round: every cell, as the exports show it
-        md = table_text(matrix_table(verdict.to_dict()), "md")
-        lines += ["", summary_line(verdict.to_dict()), "", *md.splitlines()[2:]]
-    # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
-    lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
-    for b in BUILDS:
-        bd, fig = r.builds.get(b), (r.summary or {}).get(b, Figures())
-        med = "-" if fig.median is None else f"{fig.median:.2f}"
-        spread = "-" if fig.spread is None else f"{fig.spread:.2%}"
-        image, compiler = (bd.image_id, bd.compiler) if bd else (None, None)
-        lines.append(f"| {b} | `{(image or 'not built')[:19]}` | {compiler or '-'} | {med} | {fig.n} | {spread} |")
-    lines += _parity_lines(r.parity, verdict)
-    lines += _adjudication_lines(r.parity.adjudication, verdict) + _accuracy_lines(verdict)
-    return "\n".join(lines) + "\n"
-
-
-def _decision_lines(r: Receipt, verdict: VerdictRecord) -> list[str]:
-    """Where the stopping rule left the round, and what its plan said it could decide."""
-    d = verdict.decision
-    if d is None:
-        return []
-    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
-    pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
-    gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
-    said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.outcome, "Not decided")
-    seq = r.sequential
-    settle = seq.decided_at if seq else None
-    when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
-    lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
-                 f"{rate_text(1 - _level(verdict))} false-accept level ({verdict.speed.get('method')})."]
-    plan = seq.preview if seq else None
-    if isinstance(plan, Mapping) and plan.get("decidable_gain") is not None:
-        lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
-                     f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
-    return lines
-
-
-def _level(verdict: VerdictRecord) -> float:
-    """The decision's confidence; 0.99 where the verdict does not record it."""
-    return 0.99 if verdict.confidence is None else verdict.confidence
-
-
-def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
-    """The candidate's figures per depth beside main's and the gate's grade."""
-    if not (par.candidate and par.candidate.depths):
-        return []
-    lines = ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
-                 "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    grades = verdict.depth_grades
-    sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
-    for d in par.candidate.depths:
-        m, s = par.main.at(d.depth) if par.main else None, d.stats    # no stats in older receipts
-        kl = sci(d.kl) + ("" if s is None or s.kl_se is None else f" ± {s.kl_se:.1e}")
-        top1 = f"{d.top1:.3f}" + ("" if s is None else f" ± {s.top1_se:.3f}")
-        spread = " | ".join(sci(s and getattr(s, k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999",
-                                                              "kl_max"))
-        lines.append(f"| {d.depth} | {grades.get(d.depth, '-')} | {sci(m and m.kl)} | {kl} | {spread} | {top1} "
-                     f"| {sci(s and s.rms_dp)} |")
-    return lines + ["", f"KL(reference ‖ build) in nats over {par.reference.get('rows', '?')} rows per depth "
-                        "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square "
-                        "change in the probability of the document's next token. The gate judges mean KL and "
-                        "top-1 only."]
-
-
-def _adjudication_lines(adj: Adjudication | None, verdict: VerdictRecord) -> list[str]:
-    ruling = verdict.adjudication
-    if ruling is None:
-        return []
-    depths = ruling.get("depths") or {}
-    out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.get('passed') else 'rejected'}.** "
-               "The reference build rerun with its alternative kernels:", "",
-           "| kernel variant | " + " | ".join(f"KL @{d}" for d in depths) + " |",
-           "|---|" + "---|" * len(depths)]
-    for v in adj.variants if adj else []:
-        # the ruling's depths are JSON keys (strings); the record's are ints
-        cells = [("error" if v.error else f"{v.kl.get(int(d), float('nan')):.3g}") for d in depths]
-        out.append(f"| {v.name} (`{' '.join(v.args)}`) | " + " | ".join(cells) + " |")
-    for d, x in depths.items():
-        line = "-" if x.get("line") is None else f"{x['line']:.3g}"
-        out.append(f"\nDepth {d}: candidate KL {x['kl']:.3g} against the 2x line {line}: "
-                   + ("within." if x.get("within") else "over."))
-    if ruling.get("candidate_disagree") is not None:
-        out.append(f"\nCompletions ({len(adj.positions) if adj else 0} from the document, teacher-forced): the "
-                   f"candidate's argmax differs from the reference's tokens at {ruling['candidate_disagree']} of "
-                   f"{ruling.get('positions')} positions; the reference's own kernels at {ruling.get('variant_disagree')}"
-                   f" (line {ruling['agreement_line']:g}).")
-    return out
 
 
 def accuracy_progress_text(e: ev.AccuracyProgress) -> str:
@@ -440,43 +267,6 @@ def accuracy_grade_text(e: ev.AccuracyGraded) -> str:
         return "not graded: " + "; ".join(e.reasons)
     return (f"{g['status']}: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
             f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})")
-
-
-def accuracy_sentence(verdict: VerdictRecord) -> str | None:
-    """The task accuracy stage in one sentence, as the gate graded it; None when there was none."""
-    acc = verdict.accuracy
-    if acc is None or acc.get("status") not in ("pass", "fail"):
-        return None
-    return (f"Task accuracy: {acc['status']}. Reference {acc['reference_correct']}/{acc['items']} "
-            f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
-            f"({acc['candidate_score']:.1%}): {acc['delta'] * 100:+.1f} points against a tolerance of "
-            f"±{acc['tolerance'] * 100:.1f} ({acc['estimator']}, {acc['level']:.0%}); "
-            f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.")
-
-
-def _accuracy_lines(verdict: VerdictRecord) -> list[str]:
-    said, acc = accuracy_sentence(verdict), verdict.accuracy
-    if said is None or acc is None:
-        return []
-    head, rest = said.split(". ", 1)
-    out = ["", f"**{head}.** {rest}", "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
-    for kind, row in (acc.get("per_kind") or {}).items():
-        out.append(f"| {kind or '-'} | {row['items']} | {row['reference']} | {row['candidate']} |")
-    return out
-
-
-def write_reports(out_dir: Path, r: Receipt, verdict: VerdictRecord) -> list[Path]:
-    """junit.xml and summary.md beside the receipt; under GitHub Actions the summary is also
-    appended to the job's step summary (GITHUB_STEP_SUMMARY)."""
-    paths = [out_dir / "junit.xml", out_dir / "summary.md"]
-    summary = markdown_summary(r, verdict)
-    paths[0].write_text(junit_xml(r, verdict))
-    paths[1].write_text(summary)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as f:
-            f.write(summary + "\n")
-    return paths
 
 
 # --- GitHub Actions workflow commands ------------------------------------------

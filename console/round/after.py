@@ -1,5 +1,5 @@
 """After the verdict: seal the receipt into the ledger, raise the lock's pins. The reports are
-written by whoever drove the round, from the sealed receipt (``reports.exporters``)."""
+written by whoever drove the round, from the sealed receipt (``reports.export``)."""
 from __future__ import annotations
 
 import json

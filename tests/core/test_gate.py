@@ -727,7 +727,8 @@ def test_an_unsettled_tier_and_a_pinned_basis_are_said_in_the_verdict():
 
 def test_undecided_reports_do_not_say_decided_and_junit_fails_only_a_failing_exit():
     from console.core.verdict import VerdictRecord
-    from console.reports.text import junit_xml, markdown_summary
+    from console.reports.export.junit import junit_xml
+    from console.reports.export.summary import markdown_summary
     r = typed(OUTCOME_RECEIPTS["undecided"]())
     v = VerdictRecord.of(decide(r, RULES))
     assert "Not decided on 8 pairs" in markdown_summary(r, v) and "Decided on" not in markdown_summary(r, v)

@@ -8,7 +8,8 @@ from hypothesis import given, strategies as st
 
 from console.core.receipt import Receipt
 from console.core.sweep import Level, estimate, level_figures, parse_levels
-from console.reports.serving import block_table, vllm_result
+from console.reports.export.vllm import vllm_result
+from console.reports.serving import block_table
 from console.reports.sweep_html import render_sweep
 
 from core.receipts import make_receipt
@@ -106,8 +107,9 @@ def test_the_exporters_write_a_receipts_reports_and_a_sweeps_page_and_say_so(tmp
     # what `console run` / `console sweep` and the queue's worker leave beside a finished round's record
     from console.core import gate
     from console.core.rules import GateRules
-    from console.reports.exporters import export, export_notice
-    from console.reports.text import junit_xml, markdown_summary
+    from console.reports.export import export, export_notice
+    from console.reports.export.junit import junit_xml
+    from console.reports.export.summary import markdown_summary
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     r = make_receipt()
     r["verdict"] = gate.decide(Receipt.from_dict(r), GateRules()).to_dict()

@@ -210,7 +210,7 @@ def test_a_sealed_receipt_replays_as_plain_events_with_its_plan(tmp_path: Path):
     from console.core import gate
     from console.core.receipt import Receipt
     from console.core.verdict import VerdictRecord
-    from console.reports.text import markdown_summary
+    from console.reports.export.summary import markdown_summary
     preview = {"sd": 0.02, "sd_source": "node record", "max_pairs": 32, "decidable_gain": 0.03,
                "min_gain_pairs": 12, "false_accept": 0.01, "miss": 0.05}
     receipt = sealed_receipt(cand=(220.0, 221.0, 219.5, 220.5, 220.2),

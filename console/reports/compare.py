@@ -1,13 +1,13 @@
-"""The exported tables: a comparison of rounds, the ledger, a verdict (docs/EXPORTS.md)."""
+"""``console compare``'s tables: the rounds, speed per metric and depth, parity per depth
+(docs/EXPORTS.md, "Compare")."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..core.compare import Comparison, Gain
-from ..core.ledger import Entry
 from .tables import Column, Table, fraction, percent, sci, short
 
-_GAIN = (Column("gain", "estimated gain as a fraction (0.05 = 5 % faster)", percent),
+GAIN_COLUMNS = (Column("gain", "estimated gain as a fraction (0.05 = 5 % faster)", percent),
          Column("low", "lower end of its interval, a fraction (empty: unbounded)", percent),
          Column("high", "upper end of its interval, a fraction (empty: unbounded)", percent))
 
@@ -22,7 +22,7 @@ ROUND_COLUMNS = (
     Column("model_sha256", "the model files' sha256, comma-joined (empty: the profile has none)", short(12)),
     Column("outcome", "the gate's outcome, re-derived from the receipt under its own rules"),
     Column("tier", "the tier of an accepted round"),
-    *_GAIN,
+    *GAIN_COLUMNS,
     Column("pairs", "timed pairs the decision used"),
     Column("comparable", "true when this round's figures may be set against the first round's",
            lambda x: "yes" if x else "no"),
@@ -58,56 +58,6 @@ PARITY_COLUMNS = (
     Column("status", "pass | drift (legal, warned) | adjudicated (borderline, settled) | fail | regressed | uncheckable, graded under the receipt's rules"),
 )
 
-LEDGER_COLUMNS = (
-    Column("line", "line number in ledger.jsonl"),
-    Column("id", "the receipt's id: sha256 of its sealed bytes", short(12)),
-    Column("sealed_at", "when it was sealed (UTC, ISO 8601)"),
-    Column("kind", "round | noise"),
-    Column("profile", "the profile's name"),
-    Column("round_id", "the round's own id"),
-    Column("outcome", "the verdict stored when it was sealed (`console ledger rescore` re-derives)"),
-    Column("tier", "its tier, when accepted"),
-)
-
-QUEUE_COLUMNS = (
-    Column("id", "the candidate's number in this queue"),
-    Column("author", "who submitted it (one open candidate per author)"),
-    Column("state", "draft | queued | running | mergeable | not-mergeable | review | refused | cancelled | merged"),
-    Column("ready_at", "when it became ready: its place in the queue (UTC, ISO 8601; empty for a draft)"),
-    Column("source", "the candidate as submitted: a patch file, a directory, REPO@REF or pypi:NAME==VERSION"),
-    Column("waiting", "why it is not booked next (empty: it is bookable, or not waiting)"),
-    Column("conflicts", "other open candidates that change one of its files"),
-    Column("reason", "why it is in its state: the refusal, the round's outcome, the requeue's diagnosis"),
-    Column("receipt_id", "its last sealed round", short(12)),
-    Column("rounds", "rounds booked for it so far"),
-)
-
-HISTORY_COLUMNS = (
-    Column("seq", "order of the change in the whole queue"),
-    Column("candidate", "the candidate's number"),
-    Column("at", "when (UTC, ISO 8601)"),
-    Column("state", "the state it moved to"),
-    Column("reason", "why"),
-)
-
-VERDICT_COLUMNS = (
-    Column("file", "the receipt file judged"),
-    Column("sealed", "sealed | sealed-reformatted | modified | unsealed | unverified: whether the file is a "
-                     "ledger's sealed receipt"),
-    Column("receipt_id", "the ledger id it matches (empty when none)", short(12)),
-    Column("outcome", "the re-derived outcome"),
-    Column("tier", "its tier, when accepted"),
-    *_GAIN,
-    Column("basis", "the conservative end against the frontier that sets the tier, a fraction", percent),
-    Column("pairs", "timed pairs the decision used"),
-    Column("false_accept", "the false-accept rate the decision holds, a fraction"),
-    Column("method", "how the interval was computed"),
-    Column("exit_code", "the exit code this verdict gives"),
-    Column("reasons", "the reasons' codes, '; '-joined"),
-    Column("warnings", "the warnings' codes, '; '-joined"),
-)
-
-
 def _gain_cols(g: Gain | None, prefix: str) -> dict[str, Any]:
     if g is None:
         return {f"{prefix}gain": None, f"{prefix}low": None, f"{prefix}high": None}
@@ -129,31 +79,3 @@ def comparison_tables(c: Comparison) -> list[Table]:
     return [Table("rounds", "Rounds (the first is the baseline of every vs_first gain)", ROUND_COLUMNS, rounds),
             Table("speed", "Speed per metric and depth (medians of counted reps)", SPEED_COLUMNS, speed),
             Table("parity", "Parity per depth", PARITY_COLUMNS, parity)]
-
-
-def ledger_table(entries: Sequence[Entry]) -> Table:
-    return Table("ledger", "Sealed rounds", LEDGER_COLUMNS, [e.to_dict() | {"line": e.line} for e in entries])
-
-
-def verdict_table(v: Mapping[str, Any], file: str, identity: Mapping[str, Any]) -> Table:
-    s = v.get("speed") or {}
-    iv = s.get("interval") or [None, None]
-    row = {"file": file, "sealed": identity.get("status"), "receipt_id": identity.get("receipt_id"),
-           "outcome": v.get("outcome"), "tier": v.get("tier"), "gain": s.get("gain"), "low": iv[0], "high": iv[1],
-           "basis": s.get("basis"), "pairs": (s.get("decision") or {}).get("pairs"),
-           "false_accept": None if s.get("confidence") is None else round(1 - s["confidence"], 6),
-           "method": s.get("method"), "exit_code": v.get("exit_code"),
-           "reasons": [r.get("code") for r in v.get("reasons") or []],
-           "warnings": [w.get("code") for w in v.get("warnings") or []]}
-    return Table("verdict", "Verdict", VERDICT_COLUMNS, [row])
-
-
-def queue_table(rows: Sequence[Any], plan: Any) -> Table:
-    waiting = {w.id: w.reason for w in plan.waiting}
-    return Table("queue", "Queue", QUEUE_COLUMNS, [
-        r.to_dict() | {"waiting": waiting.get(r.id, ""), "conflicts": list(plan.conflicts.get(r.id, ()))}
-        for r in rows])
-
-
-def history_table(history: Sequence[Mapping[str, Any]]) -> Table:
-    return Table("history", "History", HISTORY_COLUMNS, [dict(h) for h in history])

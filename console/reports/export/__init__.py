@@ -1,0 +1,72 @@
+"""Every format the console exports, by name: one registry, one module per format.
+
+Its readers: ``--format`` (every command that prints tables, ``console verdict`` included), the
+files a finished round leaves beside its record (run by what drives rounds, ``commands`` and the
+queue's worker, once the round has sealed, so a round never writes a report), and ``console blocks
+--save-result``. A new format is a module here and a line in ``EXPORTERS``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Any, Mapping, Sequence
+
+from ... import events as ev
+from ...core.receipt import BUILDS, Receipt
+from ...core.verdict import VerdictRecord
+from ..tables import Table
+from . import csv, json, junit, markdown, summary, sweep_page, table, vllm
+from .base import TABLES, Exporter
+
+EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
+    table.EXPORTER, markdown.EXPORTER, csv.EXPORTER, json.EXPORTER,      # --format, in --help's order
+    junit.EXPORTER, summary.EXPORTER, sweep_page.EXPORTER, vllm.EXPORTER)}
+
+FORMATS = tuple(name for name, e in EXPORTERS.items() if e.reads == TABLES)
+
+# What a finished round leaves beside its record, by the record's kind (round.kinds: its name): a
+# sealed receipt of any kind gets the CI reports; a sweep, which seals no verdict, its page.
+SEALED = ("junit", "summary")
+AFTER_ROUND: dict[str, tuple[str, ...]] = {"sweep": ("sweep-page",)}
+
+
+def render(tables: Sequence[Table], fmt: str, out: IO[str], table: str | None = None) -> None:
+    """Write ``tables`` in the format ``fmt`` names (one of FORMATS); CSV holds one table: ``table``."""
+    out.write(EXPORTERS[fmt].render(tables, table))
+
+
+def write_sealed(out: Path, r: Receipt, verdict: VerdictRecord) -> list[Path]:
+    """The CI reports of a sealed receipt and its verdict, beside it."""
+    made = [(EXPORTERS[n], EXPORTERS[n].render(r, verdict)) for n in SEALED]
+    return _save([(e, e.path(out, round_id=r.round_id), text) for e, text in made])
+
+
+def export(record: Mapping[str, Any], out: Path) -> list[Path]:
+    """Every file ``record``'s kind leaves beside it, in AFTER_ROUND's order."""
+    names = AFTER_ROUND.get(str(record.get("kind", "round")))
+    if names is None:       # a sealed receipt: read here once, for each of its exporters
+        r = Receipt.from_dict(record)
+        return write_sealed(out, r, r.sealed_verdict())
+    made = [(EXPORTERS[n], EXPORTERS[n].render(record)) for n in names]
+    return _save([(e, e.path(out, round_id=record["round_id"]), text) for e, text in made])
+
+
+def write_results(folder: Path, r: Receipt, receipt_id: str) -> list[Path]:
+    """Each build's vLLM-named result of a serving round's receipt (``console blocks --save-result``)."""
+    e = EXPORTERS["vllm"]
+    return _save([(e, e.path(folder, round_id=r.round_id, build=b), e.render(r, b, receipt_id)) for b in BUILDS])
+
+
+def _save(made: Sequence[tuple[Exporter, Path, str]]) -> list[Path]:
+    for e, path, text in made:
+        e.save(path, text)
+    return [path for _, path, _ in made]
+
+
+def export_notice(record: Mapping[str, Any], out: Path) -> ev.Notice:
+    """``export``, said as one notice: the files written, or why not (the round is sealed either way)."""
+    try:
+        written = export(record, out)
+    except OSError as e:
+        return ev.Notice(level="error", code="export-failed",
+                         message=f"the round is sealed, but its reports were not written: {e}")
+    return ev.Notice(level="info", code="exported", message="written: " + ", ".join(str(p) for p in written))

@@ -1,0 +1,53 @@
+"""``--save-result DIR`` of ``console blocks``: each build's timed requests of a serving round as a
+result file that reads like ``vllm bench serve --save-result`` (docs/SERVING.md, "Exports").
+
+Only the blocks the gate counted enter a build's result: a suspect or failed block is never pooled.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...core.receipt import Receipt
+from .base import BUILD, Exporter
+
+
+def vllm_result(r: Receipt, build: str, receipt_id: str = "") -> dict[str, Any]:
+    """One build's counted timed blocks pooled into one run, with the field names of
+    ``vllm bench serve --save-result`` where a field means the same; ``bench_console`` says what
+    the run was and how it was decided."""
+    # loaded when a result is written: the CLI reads this registry at every start, for --format's choices
+    from ...core import gate
+    from ...serving import metrics
+    from ...serving.client import Block, RequestRecord
+    c = gate.counted(r, r.rules)
+    blocks = c.valid.get((build, "timed"), [])
+    records = [RequestRecord.from_dict(q) for rep in blocks for q in (rep.reported or {}).get("requests", [])]
+    pooled = Block(records=records, duration_s=sum(float((rep.reported or {}).get("duration", 0.0)) for rep in blocks),
+                   started_at="", concurrency=int(r.profile.server.get("concurrency", 0)))
+    fig = metrics.summarize_block(pooled)
+    server = r.profile.server
+    slo = dict(server.get("slo") or {})
+    rate = float(server.get("rate") or 0.0)
+    return {
+        "date": r.started_at, "backend": "openai", "endpoint_type": "openai",
+        "label": f"{r.profile.name}:{build}",
+        "model_id": ",".join(m.get("name", "") for m in (r.inputs.model if r.inputs else [])) or r.profile.name,
+        "num_prompts": len(records), "request_rate": rate if rate > 0 else "inf", "burstiness": 1.0,
+        "max_concurrency": server.get("concurrency"),
+        **{k: v2 for k, v2 in fig.items() if k != "stream_tok_s"},
+        "request_goodput": metrics.goodput(pooled, slo) if slo else None,
+        "generated_texts": [], "bench_console": {
+            "receipt_id": receipt_id, "round_id": r.round_id, "build": build, "blocks": len(blocks),
+            "outcome": r.verdict.outcome.value if r.verdict else None, "tier": r.verdict.tier if r.verdict else None,
+            "metric": r.profile.bench.get("metric"),
+            "stream_tok_s": fig.get("stream_tok_s"), "slo_ms": slo,
+            "note": "pooled over the build's counted timed blocks; duration is their sum; generated texts are "
+                    "not kept (the server check compared tokens before timing)"}}
+
+
+def render(r: Receipt, build: str, receipt_id: str = "") -> str:
+    return json.dumps(vllm_result(r, build, receipt_id), indent=2) + "\n"
+
+
+EXPORTER = Exporter("vllm", ".json", BUILD, render, stem="{round_id}-{build}")
