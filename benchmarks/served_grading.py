@@ -1,7 +1,7 @@
 """What grading every served token costs, and what it found, read from sealed serving rounds.
 
 A serving round grades every response of its counted timed blocks after the last block, outside the
-clock (``console.round.served_grade``); its receipt records how long that took, how many responses
+clock (``console.round.serving.grade``); its receipt records how long that took, how many responses
 were counted and graded, and each build's agreement with the reference, mean gap and departures.
 This prints those figures beside the round's own wall time, so the cost is stated as a share of
 the round that paid it, for rounds that really ran (nothing here is simulated).

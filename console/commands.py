@@ -149,7 +149,7 @@ def cmd_sweep(args) -> int:
     from .round import Round, RoundConfig
     from .round.kinds.sweep import Sweep
     profile = load_profile(args.profile)
-    if profile.server is None:
+    if not profile.serving:
         raise UsageError(f"{profile.path} has no [server] table: a sweep drives an engine's server",
                          "Use a serving profile, e.g. --profile llama-server.")
     if args.blocks < 2:
@@ -609,7 +609,7 @@ def cmd_profile(args) -> int:
         raise UsageError("say which: `console profile schema` or `console profile check FILE`")
     p = load_profile(args.profile)
     timed = (f"blocks of {p.server.workload.requests} requests scored by {p.bench.metric} at concurrency "
-             f"{p.server.concurrency}" if p.server is not None else f"bench {p.bench.metric} at depth {p.bench.depth}")
+             f"{p.server.concurrency}" if p.serving else f"bench {p.bench.metric} at depth {p.bench.depth}")
     print(f"{p.path}: ok: profile '{p.name}', sha256 {p.sha256[:12]}; {timed}, parity at {len(p.parity.depths)} "
           f"depths, at most {p.gate.max_pairs} pairs")
     return ExitCode.OK

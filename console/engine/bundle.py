@@ -252,8 +252,8 @@ def profile_paths(p: Profile) -> dict[str, Path]:
             named[key] = path
     if p.accuracy is not None:
         named["accuracy.tasks"] = Path(p.accuracy.tasks)
-    if (workload := getattr(getattr(p.server, "workload", None), "file", None)):
-        named["server.workload.file"] = Path(workload)
+    if p.serving and p.server.workload.file:
+        named["server.workload.file"] = Path(p.server.workload.file)
     if (archive := getattr(p.image, "base_archive", None)) is not None:
         named["image.base_archive.path"] = Path(archive.path)
     return named

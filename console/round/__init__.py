@@ -11,7 +11,10 @@
 - ``resume``: continuing an interrupted round from its journal;
 - ``after``: sealing the receipt and the lock update (reports are exports of the sealed receipt);
 - ``kinds``: what differs between kinds of round (``compare``, ``noise``, ``sweep``), one module each;
-- ``measure``: how builds are timed (the harness, or each build's server);
+- ``measure``: how builds are timed (the harness, or each build's server): the one place a round
+  asks whether its profile serves;
+- ``serving``: the serving stage: each build's server, the server check, the timed blocks, what
+  they leave behind and the grading of what they served;
 - ``reference``: capturing the parity reference (a small round of its own);
 - ``runner``: ``Round``, which calls the stages top to bottom;
 - ``lifecycle``: how a round runs as a worker thread, its events queued and journaled, its end sure;

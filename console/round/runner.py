@@ -27,7 +27,6 @@ from ..telemetry.facts import gpu_facts, host_facts
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
-from . import serve
 from .adjudicate import settle
 from .builds import Builder
 from .lifecycle import Lifecycle
@@ -36,6 +35,7 @@ from .node import backend, check_backend, refuse_unfit, use_gpus
 from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
 from .reps import Bench
 from .measure import measure_of
+from .serving.servers import Servers
 from .cells import CellPairs
 from .speed import Speed
 
@@ -56,7 +56,7 @@ class Round(Lifecycle):
         self._gpus = False              # whether the reps get the node's GPUs
         self._look_back: reruns.LookBack | None = None   # the experiment's earlier rounds in this ledger
         self._identity: identity.Identity | None = None  # what this round measures (core.identity): pools, pins
-        self.servers: serve.Servers | None = None       # a serving round's servers
+        self.servers: Servers | None = None       # a serving round's servers
         self._backend: BackendCheck | None = None      # the round's backend against the reference's
 
     # --- public --------------------------------------------------------------
@@ -137,8 +137,7 @@ class Round(Lifecycle):
         shutil.copyfile(p.parity.document, inputs / DOC_NAME)
         os.chmod(inputs, 0o755)
         model = check_model(p)
-        if p.serving:
-            serve.check_workload(p)
+        self.measure.check_inputs(p)
         self._harness, harness = snapshot_harness(p, work / "harness")
         self._harness_sha256 = (harness or {}).get("tree_sha256")
         self._ref_meta = reference_meta(p)

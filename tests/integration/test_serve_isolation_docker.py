@@ -17,7 +17,7 @@ from console.profile import load_profile
 from console.round.plan import DOC_NAME
 from console.runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT, SRC_ROOT
 from console.round.reps import Bench
-from console.round.serve import Servers
+from console.round.serving.servers import Servers
 from console.runtime.base import BuildResult, Served
 from console.runtime.docker import LABEL, SERVE_NETWORK, DockerRuntime
 

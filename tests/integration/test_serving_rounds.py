@@ -119,7 +119,7 @@ def test_every_served_token_is_graded_and_only_the_skimming_server_departs(under
 
 def test_the_revealed_seed_re_derives_every_blocks_requests(under_load, served):
     from console.core.sweep import Level
-    from console.round.serve import block_requests
+    from console.round.serving.draw import block_requests
     from console.serving.workload import workload_sha256
     _, rnd, _ = under_load
     r = rnd.receipt

@@ -1,4 +1,4 @@
-"""A block as a rep, through the round's own code (``round.serve``) and a real server process under
+"""A block as a rep, through the round's own code (``round.serving``) and a real server process under
 the local runtime: a whole block is a valid rep; a block with failed requests is never timed as
 fast, it is retried like a suspect rep and then ends the round as an infrastructure failure."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ from console.paths import SERVER_PROFILE
 from console.profile import load_profile
 from console.round.plan import DOC_NAME, Item
 from console.round.reps import Bench, run_until_trusted
-from console.round.serve import Servers, ServerDown, run_block
+from console.round.serving.blocks import run_block
+from console.round.serving.servers import Servers, ServerDown
 from console.runtime.base import BuildResult
 from console.runtime.local import LocalRuntime
 from console.telemetry import open_telemetry
@@ -104,7 +105,7 @@ def test_each_round_draws_its_timed_workload_and_commits_to_it(tmp_path):
     """The timed requests are a function of a seed drawn from the operating system when the blocks
     begin: two rounds never send the same work, and the seed's sha256 is what is said beforehand."""
     from console.core.served import commitment_of
-    from console.round.serve import block_requests
+    from console.round.serving.draw import block_requests
     from console.serving.workload import workload_sha256
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])
     first, second = Servers(b, lambda *a: None), Servers(b, lambda *a: None)
@@ -156,7 +157,7 @@ def test_restart_per_block_starts_the_server_again_before_each_block_and_counts_
 
 
 def test_when_the_references_tokens_cannot_be_made_the_round_is_infra_and_no_server_is_blamed(tmp_path):
-    from console.round.serve import check
+    from console.round.serving.check import check
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])    # its build has no harness
     servers = Servers(b, lambda *a: None)
     with pytest.raises(InfraError, match="the reference's tokens for the server check could not be generated"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from console.core.receipt import ProfileRecord, Receipt, Rep
 from console.core.rules import GateRules
-from console.round import served_grade as sg
+from console.round.serving import grade as sg
+from console.round.serving import record
 from console.round.plan import Item
 from console.serving.client import Block, RequestRecord
 from console.serving.workload import Request
@@ -21,7 +22,7 @@ def _block(tmp_path, build: str, index: int, ids: list[int], text: str = "xy") -
             RequestRecord(index=1, input_tokens=2, max_tokens=len(ids), status=200, output_tokens=len(ids),
                           token_ids=[], text=text)]
     item = Item(build=build, phase="timed", index=index, position=index, depth=0, tokens=0, context="serve")
-    sha = sg.keep_served(tmp_path, item, 0, reqs, Block(records=recs, duration_s=1.0, started_at="", concurrency=2))
+    sha = record.keep_served(tmp_path, item, 0, reqs, Block(records=recs, duration_s=1.0, started_at="", concurrency=2))
     return Rep(build=build, phase="timed", index=index, position=index, status="ok", wall_s=1.0, value=10.0,
                reported={"served_sha256": sha, "requests": [{}, {}]})
 
@@ -46,7 +47,7 @@ def test_every_response_of_a_counted_block_is_pooled_or_said_ungradable(tmp_path
 
 def test_a_file_changed_after_its_block_is_not_graded(tmp_path):
     rep = _block(tmp_path, "candidate", 3, [5, 6])
-    path = tmp_path / sg.SERVED_DIR / "candidate-timed-3-0.json"
+    path = tmp_path / record.SERVED_DIR / "candidate-timed-3-0.json"
     path.write_bytes(path.read_bytes().replace(b"[5,6]", b"[5,5]"))
     pool = sg._pool(tmp_path, _receipt(rep), GateRules(), VOCAB)
     assert pool.gradable["candidate"] == [] and pool.counted["candidate"] == 2

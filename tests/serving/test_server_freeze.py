@@ -11,10 +11,10 @@ import pytest
 
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
-from console.round import serve as serve_mod
+from console.round.serving import servers as servers_mod
 from console.round.plan import DOC_NAME
 from console.round.reps import Bench
-from console.round.serve import Servers
+from console.round.serving.servers import Servers
 from console.runtime.base import BuildResult, Served
 from console.runtime.local import LocalRuntime
 
@@ -57,7 +57,7 @@ def _bench(tmp_path: Path, rt, restart: str = "never") -> Bench:
 
 @pytest.fixture
 def ready(monkeypatch):
-    monkeypatch.setattr(serve_mod.client, "wait_ready", lambda *a, **k: 0.01)
+    monkeypatch.setattr(servers_mod.client, "wait_ready", lambda *a, **k: 0.01)
 
 
 def test_the_idle_server_is_paused_before_the_other_runs_and_resumed_for_its_own_block(tmp_path, ready):

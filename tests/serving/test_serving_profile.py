@@ -11,7 +11,7 @@ import pytest
 from console.errors import UsageError
 from console.paths import SERVER_PROFILE
 from console.profile import ProfileError, load_profile
-from console.round.serve import block_requests, check_workload
+from console.round.serving.draw import block_requests, check_workload
 from console.core.sweep import Level
 
 TEXT = SERVER_PROFILE.read_text()

@@ -24,7 +24,7 @@ class Round(Protocol):
     kind: "Kind"
     reference_is_main: bool         # the reference was captured from main's source (its build is main's)
     round_id: str
-    servers: Any                    # round.serve.Servers, in a serving round
+    servers: Any                    # round.serving.servers.Servers, in a serving round
     receipt: dict | None
     receipt_path: Path | None
     exit_code: int

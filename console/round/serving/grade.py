@@ -1,15 +1,15 @@
-"""The served tokens of a serving round: kept per block while the blocks run, graded after them.
+"""The served tokens of a serving round, graded after the blocks.
 
-Every block's requests are written to the round's work directory as they were answered (each
-request's prompt ids, the ids the server streamed and the text it streamed); the block's rep carries
-the file's sha256. Once the timed blocks are done and the servers stopped, every response of each
-build's counted timed blocks is graded (or, where the profile says so, a sample drawn with a seed
-made only then): teacher-forced through the harness's ``grade`` command on main's build, the
-reference's own release when the reference was captured from main's source. At each served token:
-the reference's argmax and how far below it the served token is. A response the console cannot
-grade (no ids, an id outside the vocabulary, ids that are not the text streamed) is recorded as
-such and counts against its build. The ruling is the gate's (``core.served_tokens``); this module
-only gathers, runs and records.
+Every block's requests were written to the round's work directory as they were answered
+(``record.keep_served``: each request's prompt ids, the ids the server streamed and the text it
+streamed); the block's rep carries the file's sha256. Once the timed blocks are done and the servers
+stopped, every response of each build's counted timed blocks is graded (or, where the profile says
+so, a sample drawn with a seed made only then): teacher-forced through the harness's ``grade``
+command on main's build, the reference's own release when the reference was captured from main's
+source. At each served token: the reference's argmax and how far below it the served token is. A
+response the console cannot grade (no ids, an id outside the vocabulary, ids that are not the text
+streamed) is recorded as such and counts against its build. The ruling is the gate's
+(``core.served_tokens``); this module only gathers, runs and records.
 
 Cost: a pair's two blocks answer the same prompts, so each prompt's answers are graded side by side
 (the harness decodes a repeated prompt once) and a response served alike by both builds is graded
@@ -17,8 +17,6 @@ once; the harness runs on every core, the servers being stopped.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import secrets
@@ -26,38 +24,17 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import events as ev
-from ..core import gate, served_tokens
-from ..core.receipt import BUILDS, Receipt
-from ..core.served import GradedRequest, ServedGrade
-from ..engine import protocol
-from ..serving import client
-from ..serving import workload as wl
-from .plan import INPUTS_ROOT, OUT_ROOT, Item, fill
-from .reps import Bench
+from ... import events as ev
+from ...core import gate, served_tokens
+from ...core.receipt import BUILDS, Receipt
+from ...core.served import GradedRequest, ServedGrade
+from ...engine import protocol
+from ...runtime.base import INPUTS_ROOT, OUT_ROOT
+from ..plan import fill
+from ..reps import Bench
+from .record import kept_rows
 
-SERVED_DIR = "served"
 REQUESTS_FILE = "served-requests.txt"
-
-
-def _file(work: Path, build: str, phase: str, index: int, attempt: int) -> Path:
-    return work / SERVED_DIR / f"{build}-{phase}-{index}-{attempt}.json"
-
-
-def keep_served(work: Path, item: Item, attempt: int, reqs: list[wl.Request], blk: client.Block) -> str:
-    """Write a block's prompts, served ids and streamed text where the grading reads them; the
-    file's sha256."""
-    prompts = {r.index: r.prompt for r in reqs}
-    # a text prompt (a workload file's) has no ids to replay: None, and it is not graded
-    rows = [{"request": r.index, "ok": r.ok, "served": r.token_ids, "text": r.text,
-             "prompt": list(prompts[r.index]) if isinstance(prompts.get(r.index), tuple) else None}
-            for r in blk.records]
-    data = json.dumps({"build": item.build, "phase": item.phase, "block": item.index, "attempt": attempt,
-                       "requests": rows}, separators=(",", ":")).encode()
-    path = _file(work, item.build, item.phase, item.index, attempt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass
@@ -78,7 +55,7 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
     c = gate.counted(receipt, rules)
     for build in BUILDS:
         for rep in c.valid.get((build, "timed"), []):
-            rows = _rows(work, rep)
+            rows = kept_rows(work, rep)
             out.counted[build] += len(rows) if rows is not None else len((rep.reported or {}).get("requests") or [])
             if rows is None:
                 out.ungradable[build].append(f"timed block {rep.index}: its served tokens were not kept")
@@ -100,17 +77,6 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
 def key_of(r: GradedRequest) -> tuple:
     """Which response ``r`` is: its build, block, attempt and request."""
     return r.build, r.phase, r.block, r.attempt, r.request
-
-
-def _rows(work: Path, rep) -> list[dict] | None:
-    path = _file(work, rep.build, rep.phase, rep.index, rep.attempt)
-    sha = (rep.reported or {}).get("served_sha256")
-    if not sha or not path.exists():
-        return None
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != sha:
-        return None
-    return json.loads(data)["requests"]
 
 
 def _unusable(row: dict, vocab: int) -> str:
@@ -158,7 +124,8 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
 
 
 def said(record: ServedGrade) -> str:
-    """What the grading found, per build, in one line (the gate's figures: ``core.served_tokens``)."""
+    """What the grading found, per build, in one line (the gate's figures:
+    ``core.served_tokens``)."""
     table = served_tokens.rule(record).table
     parts = []
     for build in BUILDS:
