@@ -5,7 +5,7 @@
 Each simulated bisection is a real ``console.bisect.Bisection`` (the loop `console bisect` runs:
 the ends' round, ``core.bisection.next_probe``, the marks, the check against the bad end, the
 rate split) whose step runner is the decision benchmark's simulated round: the runner's own
-timed loop (``Speed.timed_pairs``, ``gate.progress`` after every pair) answers with Gaussian pairs
+timed loop (``Speed.timed_pairs``, ``core.decisions.speed.progress`` after every pair) answers with Gaussian pairs
 at the pair SD given, and ``gate.decide`` re-derives each step's verdict from its receipt, as
 ``bisect.rounds`` does for a real step. Only the engine is simulated.
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import decision_quality as DQ  # noqa: E402
 from console.bisect import Bisection, Config  # noqa: E402
 from console.bisect.rounds import _figures  # noqa: E402
-from console.core.bisection import Step  # noqa: E402
+from console.core.provenance.bisection import Step  # noqa: E402
 from console.engine.ranges import Item  # noqa: E402
 from console.profile import Source, load_profile  # noqa: E402
 

@@ -3,7 +3,7 @@
     python benchmarks/decision_quality.py [--runs N] [--seed S] [--quick] [RECEIPT_DIR ...]
 
 Each simulated round is a real ``console.round.Round`` whose runtime is replaced by a noise
-model: the runner's own loop (``Speed.timed_pairs``: ``gate.progress`` after every pair, the
+model: the runner's own loop (``Speed.timed_pairs``: ``speed.progress`` after every pair, the
 settle budget, the stop) asks for pairs, a fake ``run`` answers each scheduled rep with a
 self-consistent simulated ``Rep``, and ``gate.decide`` gives the verdict, step-change check
 included. Reruns are real too: each round is sealed into a real ledger (``Round.seal_verdict``)
@@ -45,12 +45,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.core import claims, gate, legacy, sequential as S  # noqa: E402
-from console.core.parity import DepthFigures  # noqa: E402
-from console.core.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep, plain  # noqa: E402
-from console.core.verdict import BANDS, VerdictRecord  # noqa: E402
+from console.core.decisions import claims, counting, gate, legacy
+from console.core.statistics import sequential as S  # noqa: E402
+from console.core.records.parity import DepthFigures  # noqa: E402
+from console.core.records.receipt import SCHEMA, Build, ParityRecord, ParitySide, Pins, Receipt, Rep, plain  # noqa: E402
+from console.core.records.verdict import BANDS, VerdictRecord  # noqa: E402
 from console.profile import load_profile  # noqa: E402
-from console.round.plan import RoundConfig, schedule_head, schedule_tail  # noqa: E402
+from console.round.plan import RoundConfig  # noqa: E402
+from console.round.schedule import schedule_head, schedule_tail
 from console.round.runner import Round  # noqa: E402
 
 SOURCES = (ROOT / "tests" / "data" / "receipts-v1" / "receipts", ROOT / "benchmarks" / "data" / "receipts")
@@ -78,7 +80,7 @@ def fitted_pair_sd(paths: list[Path]) -> tuple[float, int]:
         except Exception:
             continue
         if r.kind == "round":
-            rounds.append(gate.log_ratios(gate.counted(r, r.rules)))
+            rounds.append(counting.log_ratios(counting.counted(r, r.rules)))
     found = S.pair_noise(rounds)
     if found is None:
         raise SystemExit("no recorded rounds with two or more pairs: give a directory of sealed receipts")
@@ -203,7 +205,7 @@ def rate_table(rng: np.random.Generator, profile: Any, model: str, sd: float, ru
         for _ in range(runs):
             outcome, r = simulate_round(profile, work, pair_draws(rng, model, sd, gain, budget, budget // 2), trees)
             counts[outcome] = counts.get(outcome, 0) + 1
-            pairs.append(len(gate.log_ratios(gate.counted(r, rules))))
+            pairs.append(len(counting.log_ratios(counting.counted(r, rules))))
             if outcome == "accepted":
                 right += tier_right(r.verdict.tier, r.verdict.tier_span, gain, rules.bands)
         share = {k: counts.get(k, 0) / runs for k in ("accepted", "none", "slower", "undecided", "infra")}
@@ -383,7 +385,7 @@ def claims_table(rng, model, rules, runs: int, recorded: list[Path]) -> dict:
             r = Receipt.from_dict(json.loads(p.read_text()))
         except Exception:
             continue
-        c = gate.counted(replace(r, schema=SCHEMA), r.rules)
+        c = counting.counted(replace(r, schema=SCHEMA), r.rules)
         if r.kind not in ("round", "noise") or not c.valid.get(("main", "timed")):
             continue
         cand = r.builds.get("candidate")

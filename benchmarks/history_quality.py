@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from console.core import changepoints as cp  # noqa: E402
+from console.core.statistics import changepoints as cp  # noqa: E402
 
 REPS = 16           # main's timed reps in a round (the demo's rounds count 10 to 30)
 REP_SD = 0.04       # one rep's log noise around the round's level
@@ -72,7 +72,7 @@ def make_ledger(out: Path, seed: int, sd: float, rounds: int = 24, at: int = 12)
 
 
 def read_back(out: Path, rules: cp.Rules) -> dict:
-    from console.core.history import series_of
+    from console.core.provenance.history import series_of
     from console.results.saved import select_sources
     h = series_of(select_sources([out]), rules)
     return {"series": len(h.series), "changes": [

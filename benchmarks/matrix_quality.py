@@ -4,7 +4,7 @@
 
 Each simulated round is a real ``console.round.Round`` of a matrix profile (demo-matrix.toml with
 its cells replaced by 4 or 8 depths): the matrix kind's loop (``round.cells.CellPairs``: every
-open cell each pair, in rotating order, ``gate.matrix_progress`` after each pair, decided cells
+open cell each pair, in rotating order, ``core.decisions.cells.matrix_progress`` after each pair, decided cells
 dropped) asks for reps, a fake ``run`` answers each with a simulated rep of that cell (the claim
 checks accept it), and ``gate.decide`` gives the verdict (benchmarks/decision_quality.py's rep
 maker, so the claims are the same).
@@ -37,13 +37,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from decision_quality import LEVEL, _parity, _rep  # noqa: E402
 
-from console.core import gate  # noqa: E402
-from console.core.matrix import Cell, MatrixSpec  # noqa: E402
-from console.core.receipt import Build, Pins, Receipt  # noqa: E402
-from console.core.verdict import VerdictRecord  # noqa: E402
+from console.core.decisions import gate  # noqa: E402
+from console.core.records.matrix import Cell, MatrixSpec  # noqa: E402
+from console.core.records.receipt import Build, Pins, Receipt  # noqa: E402
+from console.core.records.verdict import VerdictRecord  # noqa: E402
 from console.profile import load_profile  # noqa: E402
 from console.round.cells import CellPairs  # noqa: E402
-from console.round.plan import RoundConfig, schedule_head  # noqa: E402
+from console.round.plan import RoundConfig  # noqa: E402
+from console.round.schedule import schedule_head
 from console.round.runner import Round  # noqa: E402
 
 RHO = 0.3

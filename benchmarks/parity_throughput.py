@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from console.core.parity import grade_logits  # noqa: E402
+from console.core.records.parity import grade_logits  # noqa: E402
 from console.engine.protocol import read_logits  # noqa: E402
 
 

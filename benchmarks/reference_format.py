@@ -1,9 +1,9 @@
 """How far the compact (top-k + tail) reference's KL is from the full float32 KL, and how small it is.
 
-For each k, the reference is compressed (``console.core.topk.compress``, what `console reference
+For each k, the reference is compressed (``console.core.records.topk.compress``, what `console reference
 capture` stores with ``parity.reference_format = "topk"``) and a candidate's logits are graded
 against it with the functions a round uses (``topk.grade_logits`` per depth, ``topk.grade_row``
-per row); the full float32 figures come from ``console.core.parity`` (``grade_logits``,
+per row); the full float32 figures come from ``console.core.records.parity`` (``grade_logits``,
 ``grade_row``), the legacy path. Printed per k: the compact file's size, the reference's tail
 mass (what the top k leave out), and the error of the compact KL against the full KL per row and
 per depth (the mean the gate reads): mean and maximum absolute, and relative (compact / full - 1;
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from console.core import parity, topk  # noqa: E402
+from console.core.records import parity, topk  # noqa: E402
 from console.engine import protocol, reffile  # noqa: E402
 
 NOISE = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)     # the synthetic candidate's logit noise, one per depth

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.core import gate  # noqa: E402
-from console.core.receipt import Receipt  # noqa: E402
+from console.core.decisions import gate  # noqa: E402
+from console.core.records.receipt import Receipt  # noqa: E402
 from console.results.store import read_json  # noqa: E402
 
 

@@ -145,9 +145,8 @@ def cmd_bundle(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .core.sweep import parse_levels
-    from .round import Round, RoundConfig
-    from .round.kinds.sweep import Sweep
+    from .core.decisions.sweep import parse_levels
+    from .round import Round, RoundConfig, kinds
     profile = load_profile(args.profile)
     if not profile.serving:
         raise UsageError(f"{profile.path} has no [server] table: a sweep drives an engine's server",
@@ -160,7 +159,7 @@ def cmd_sweep(args) -> int:
         raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
     out = _results_dir(profile, args)
-    kind = Sweep(levels=tuple(levels), blocks=args.blocks)
+    kind = kinds.named("sweep", levels=tuple(levels), blocks=args.blocks)
     cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
                       runtime=args.runtime, kind=kind, keep_work=args.keep_work, rebuild=args.rebuild)
     return drive(Round(cfg), args)     # its page is an export of the document (reports.export)
@@ -199,13 +198,14 @@ def cmd_noise(args) -> int:
 
 def cmd_resume(args) -> int:
     from .results import store
-    from .core.ledger import find_round
+    from .core.provenance.ledger import find_round
     from .round import Resume, Round, RoundConfig, kinds, spec_from_plan
     resume = Resume.read(args.journal)
     plan = resume.plan
-    if plan.get("kind") not in kinds.BY_NAME:
+    resumable = sorted(name for name, k in kinds.BY_NAME.items() if k.resumable)
+    if plan.get("kind") not in resumable:
         raise UsageError(f"{args.journal} is a {plan.get('kind')}'s journal: only "
-                         f"{' and '.join(sorted(kinds.BY_NAME))} rounds are resumed",
+                         f"{', '.join(resumable)} rounds are resumed",
                          "Run it again (`console sweep` for a sweep); its builds are reused by their keys.")
     sealed = find_round(store.read_ledger(plan["out_dir"])[0], plan["round_id"])
     if sealed:
@@ -249,34 +249,30 @@ def cmd_replay(args) -> int:
 # --- verdicts, ledger, lock ------------------------------------------------------
 
 def cmd_verdict(args) -> int:
-    from .results import store
-    from .core import gate
-    from .core.receipt import Receipt, ReceiptError
+    from .core.decisions import gate
+    from .core.records.verdict import VerdictRecord
     from .reports.export import render
+    from .results.saved import read_receipt_file
     from .reports.ledger import verdict_table
     from .reports.matrix import cells_of, matrix_table
     from .reports.text import LineReporter
-    data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
-    try:
-        receipt = Receipt.from_dict(doc)
-    except ReceiptError as e:
-        raise UsageError(f"{args.receipt}: {e}",
-                         "Give --profile to judge it under a profile's rules, or check it is a console receipt.") from None
-    identity, ledger_dir = store.identify_file(args.receipt, data, doc)
+    f = read_receipt_file(args.receipt, "Give --profile to judge it under a profile's rules, or check it is a "
+                                        "console receipt.")
+    receipt, identity, ledger_dir = f.receipt, f.identity, f.ledger
     rules = load_profile(args.profile).gate if args.profile else receipt.rules
-    v = gate.decide(receipt, rules).to_dict()
+    v = VerdictRecord.of(gate.decide(receipt, rules))
     fmt = "json" if args.json else args.format
     file_line = (f"file: {args.receipt}: {identity.message}"
                  + (f" (ledger {ledger_dir})" if ledger_dir else ""))
     if fmt == "json":
-        print(json.dumps({**v, "file": {**identity.to_dict(), "path": str(args.receipt),
+        print(json.dumps({**v.to_dict(), "file": {**identity.to_dict(), "path": str(args.receipt),
                                         "ledger": str(ledger_dir) if ledger_dir else None}},
                          indent=2, sort_keys=True))
     elif fmt == "table":
         print(LineReporter(colour=None).verdict_text(v))
         print(file_line)
     else:
-        tables = [verdict_table(v, str(args.receipt), identity.to_dict())]
+        tables = [verdict_table(v, str(args.receipt), identity)]
         if cells_of(v):     # a matrix round: its cells too (CSV holds one table: the cells)
             tables.append(matrix_table(v))
         render(tables, fmt, sys.stdout, "matrix" if fmt == "csv" and len(tables) > 1 else None)
@@ -285,36 +281,31 @@ def cmd_verdict(args) -> int:
               "the verdict above is re-derived from this file as it stands.", file=sys.stderr)
     stored = receipt.verdict
     said = (stored.outcome.value, stored.tier) if stored else (None, None)
-    if not args.profile and said != (v.get("outcome"), v.get("tier")):
+    if not args.profile and said != (v.outcome.value, v.tier):
         print(f"warning: the receipt's stored verdict ({said[0]}, {said[1]}) differs from "
               f"the one re-derived from its measurements; the re-derived one stands.", file=sys.stderr)
-    return int(v.get("exit_code", ExitCode.INFRA))
+    return int(ExitCode.INFRA if v.exit_code is None else v.exit_code)
 
 
 def cmd_blocks(args) -> int:
-    from .core.receipt import Receipt, ReceiptError
     from .reports import serving
     from .reports.export import render, write_results
-    from .results import store
-    data, doc = store.read_json(args.receipt, "a receipt", "Give the path of a receipt.json.")
-    try:
-        receipt = Receipt.from_dict(doc)
-    except ReceiptError as e:
-        raise UsageError(f"{args.receipt}: {e}", "Give the path of a console receipt.json.") from None
+    from .results.saved import read_receipt_file
+    f = read_receipt_file(args.receipt)
+    receipt = f.receipt
     if not receipt.profile.server:
         raise UsageError(f"{args.receipt} is not a serving round's receipt (its profile has no [server])",
                          "`console verdict` and `console compare` read any round.")
     render([serving.block_table(receipt)], args.format, sys.stdout)
     if args.save_result:
         _out_dir(args.save_result, "--save-result").mkdir(parents=True, exist_ok=True)
-        identity, _ = store.identify_file(args.receipt, data, doc)
-        for path in write_results(args.save_result, receipt, identity.receipt_id or ""):
+        for path in write_results(args.save_result, receipt, f.identity.receipt_id or ""):
             print(f"wrote {path}", file=sys.stderr)
     return ExitCode.OK
 
 
 def cmd_compare(args) -> int:
-    from .core.compare import compare
+    from .core.provenance.compare import compare
     from .reports.compare import comparison_tables
     from .reports.export import render
     from .results.saved import select_sources
@@ -327,7 +318,7 @@ def cmd_compare(args) -> int:
 
 def cmd_ledger(args) -> int:
     from .results import store
-    from .core import gate
+    from .core.decisions import gate
     if not args.ledger_cmd:
         raise UsageError("say which: `console ledger verify|show|rescore DIR`")
     if not (args.dir / "ledger.jsonl").exists():
@@ -355,12 +346,18 @@ def cmd_ledger(args) -> int:
         old = f"{r.old_outcome} {r.old_tier or ''}".strip()
         new = f"{r.new_outcome} {r.new_tier or ''}".strip() if not r.error else f"error: {r.error}"
         mark = "  <- changed" if r.changed else ""
-        if any(w.get("code") == "legacy-rules" for w in (r.new_verdict or {}).get("warnings") or []):
+        if _under_legacy_rules(r.new_verdict):
             mark += "  (schema 1: fixed-reps rules)"
         changed += bool(r.changed)
         print(f"{r.id[:12]}  {str(r.round_id):28}  {old:16}  {new:16}{mark}")
     print(f"{len(rows)} round(s) re-scored under {profile.path}; {changed} label(s) change; sealed files untouched")
     return ExitCode.OK
+
+
+def _under_legacy_rules(verdict: dict | None) -> bool:
+    """Whether a re-scored verdict (the ledger's row carries its JSON) was decided under schema 1's rules."""
+    from .core.records.verdict import VerdictRecord
+    return verdict is not None and any(w.code == "legacy-rules" for w in VerdictRecord.from_dict(verdict).warnings)
 
 
 def cmd_completion(args) -> int:
@@ -371,7 +368,8 @@ def cmd_completion(args) -> int:
 
 def cmd_lock(args) -> int:
     from .results import lockfile, store
-    from .core import lock as lockmod
+    from .core.provenance import lock as lockmod
+    from .core.provenance.lock_verify import verify_lock
     if not args.lock_cmd:
         raise UsageError("say which: `console lock verify|show LOCK`")
     if not args.lock.exists():
@@ -391,7 +389,7 @@ def cmd_lock(args) -> int:
     ledger_problems = [p for p in store.verify_dir(args.ledger) if p.fatal]
     for p in ledger_problems:
         print(p)
-    problems = lockmod.verify_lock(lock, store.ledger_receipts(args.ledger), file=str(args.lock))
+    problems = verify_lock(lock, store.ledger_receipts(args.ledger), file=str(args.lock))
     for p in problems:
         print(p)
     fatal = [p for p in problems if p.fatal] + ledger_problems
@@ -400,8 +398,8 @@ def cmd_lock(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .core import gate
-    from .core.verdict import VerdictRecord
+    from .core.decisions import gate
+    from .core.records.verdict import VerdictRecord
     from .reports.html import render_html
     from .results.saved import select_sources
     receipts = [s.receipt for s in select_sources(args.files)]     # the same reading as `console compare`
@@ -489,11 +487,11 @@ def cmd_reference(args) -> int:
 def cmd_queue(args) -> int:
     from .queueing import worker as queueing
     from .reports.export import render
-    from .core import queue as policy
-    from .core.queue import State
+    from .core.decisions import queue as policy
+    from .core.decisions.queue import State
     from .reports.queue import history_table, queue_table
     from .queueing.store import QueueStore
-    from .core.untrusted import printable
+    from .core.records.untrusted import printable
 
     if not args.queue_cmd:
         raise UsageError("which queue action?", "submit, ready, approve, cancel, merged, list, show or work.")
@@ -560,7 +558,7 @@ def cmd_queue(args) -> int:
 
 def _watch_queue(store, directory: Path) -> int:
     """The queue view; Enter on a running candidate opens its round live, q there comes back."""
-    from .core.queue import State
+    from .core.decisions.queue import State
     from .reports.replay import FollowSource
     from .tui.app import run_tui
     from .tui.queue_view import QueueApp, journal_of
@@ -577,7 +575,7 @@ def _watch_queue(store, directory: Path) -> int:
 
 def _still_running(directory: Path, cid: int) -> bool:
     """Asked from the viewer's thread: SQLite connections stay in the thread that made them."""
-    from .core.queue import State
+    from .core.decisions.queue import State
     from .queueing.store import QueueStore
     store = QueueStore(directory)
     try:
@@ -629,8 +627,8 @@ def cmd_cleanup(args) -> int:
 # --- finding the change ----------------------------------------------------------------------------
 
 def cmd_history(args) -> int:
-    from .core import changepoints as cp
-    from .core.history import series_of
+    from .core.statistics import changepoints as cp
+    from .core.provenance.history import series_of
     from .reports import history as report
     from .reports.export import render
     from .results.saved import select_sources

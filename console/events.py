@@ -13,6 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
+from .core.records.parity import KLStats
+from .core.records.receipt import Rep
+from .core.records.verdict import VerdictRecord
+from .core.records.verdict_parts import CellPart
+
 _REGISTRY: dict[str, type["Event"]] = {}
 
 
@@ -126,9 +131,13 @@ class DepthGraded(Event):
     top1: float
     kl: float
     ref_entropy: float
-    status: str             # console.core.parity.STATUSES
+    status: str             # console.core.records.parity.STATUSES
     reasons: list[str] = field(default_factory=list)   # why it fails, or its drift warning
-    stats: dict[str, Any] | None = None   # KLStats.to_dict(): the rows' spread, reported only
+    stats: KLStats | None = None    # the rows' spread, reported only
+
+    def __post_init__(self) -> None:
+        if self.stats is not None and not isinstance(self.stats, KLStats):     # a journal's: read once
+            self.stats = KLStats.from_dict(self.stats)
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -170,7 +179,7 @@ class AccuracyProgress(Event):
 
 @dataclass
 class AccuracyGraded(Event):
-    """The gate's grade of the task accuracy stage (console.core.gate.grade_accuracy)."""
+    """The gate's grade of the task accuracy stage (console.core.decisions.gate.grade_accuracy)."""
     kind: ClassVar[str] = "accuracy_graded"
     grade: dict[str, Any]   # scores, delta, tolerance and its estimator, status
     reasons: list[str] = field(default_factory=list)
@@ -199,9 +208,16 @@ class RepStarted(Event):
 
 @dataclass
 class RepDone(Event):
-    """One finished run. ``rep`` is the record exactly as the receipt keeps it."""
+    """One finished run: the rep as the receipt keeps it, typed."""
     kind: ClassVar[str] = "rep_done"
-    rep: dict[str, Any]
+    rep: Rep
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rep, Rep):      # a journal's line: read here, once
+            self.rep = Rep.from_dict(self.rep)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rep": self.rep.to_dict(), "at": self.at, "kind": self.kind}
 
 
 @dataclass
@@ -268,12 +284,19 @@ class CellsStep(Event):
     kind: ClassVar[str] = "cells_step"
     KEYS: ClassVar[tuple[str, ...]] = ("key", "role", "state", "pairs", "gain", "interval", "tier")
     pair: int
-    cells: list[dict[str, Any]]     # each cell's KEYS, in the profile's order
+    cells: tuple[CellPart, ...]     # each cell's KEYS, in the profile's order
+
+    def __post_init__(self) -> None:    # a journal's cells are read here, once
+        self.cells = tuple(c if isinstance(c, CellPart) else CellPart.from_dict(c) for c in self.cells)
 
     @classmethod
-    def of(cls, pair: int, cells: Iterable[Mapping[str, Any]], **kw: Any) -> "CellsStep":
-        """From cells as JSON (a live look, or a sealed verdict's cells): the same event either way."""
-        return cls(pair=pair, cells=[{k: c.get(k) for k in cls.KEYS} for c in cells], **kw)
+    def of(cls, pair: int, cells: Iterable[Mapping[str, Any] | CellPart], **kw: Any) -> "CellsStep":
+        """From cells as JSON (a live look) or a sealed verdict's cells: the same event either way."""
+        docs = (c.to_dict() if isinstance(c, CellPart) else c for c in cells)
+        return cls(pair=pair, cells=tuple(CellPart.from_dict({k: d.get(k) for k in cls.KEYS}) for d in docs), **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pair": self.pair, "cells": [c.to_dict() for c in self.cells], "at": self.at, "kind": self.kind}
 
 
 # --- outcome ---------------------------------------------------------------
@@ -281,7 +304,14 @@ class CellsStep(Event):
 @dataclass
 class VerdictReady(Event):
     kind: ClassVar[str] = "verdict"
-    verdict: dict[str, Any]     # console.core.gate.Verdict.to_dict()
+    verdict: VerdictRecord      # the verdict as sealed, typed to its last figure
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, VerdictRecord):     # a journal's line: read here, once
+            self.verdict = VerdictRecord.from_dict(self.verdict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.to_dict(), "at": self.at, "kind": self.kind}
 
 
 @dataclass

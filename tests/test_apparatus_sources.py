@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, strategies as st
 
 from console.engine import sources
-from console.core.apparatus import changed_paths, is_protected, touched_protected
+from console.core.decisions.apparatus import changed_paths, is_protected, touched_protected
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MAIN = ROOT / "images" / "demo-engine"

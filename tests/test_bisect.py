@@ -15,7 +15,7 @@ import pytest
 from console.bisect import Bisection, Config
 from console.bisect import record as records
 from console.cli import main as cli
-from console.core.bisection import Mark, Step
+from console.core.provenance.bisection import Mark, Step
 from console.engine import ranges
 from console.engine.ranges import Item
 from console.profile import Source, load_profile

@@ -197,7 +197,7 @@ def test_console_run_needs_a_profile_or_a_bundle_and_keeps_results_out_of_the_bu
 
 
 def test_the_receipt_keeps_the_bundle_it_ran_from():
-    from console.core.receipt import Receipt
+    from console.core.records.receipt import Receipt
     r = Receipt(round_id="r", bundle={"path": "/b", "manifest_sha256": "c" * 64})
     assert Receipt.from_dict(r.to_dict()).bundle["manifest_sha256"] == "c" * 64
     assert "bundle" not in Receipt(round_id="r").to_dict()     # absent, as before bundles

@@ -122,7 +122,7 @@ def test_every_command_the_readme_shows_answers_help(words, options):
 # --- what --help says the outcomes are ----------------------------------------------------------
 
 def test_help_states_every_outcome_and_its_exit_code():
-    from console.core.verdict import Outcome
+    from console.core.records.verdict import Outcome
     from console.errors import ExitCode
     parser = build_parser()
     text = " ".join(f"{parser.description} {parser.epilog}".split())

@@ -17,11 +17,11 @@ from hypothesis import given, settings, strategies as st
 from console.results import store
 from console.reports import bisect as BI, history as H
 from console.cli import main
-from console.core import compare as cmp
-from console.core import gate
-from console.core.ledger import identify
-from console.core.receipt import Receipt
-from console.core.verdict import VerdictRecord
+from console.core.provenance import compare as cmp
+from console.core.decisions import gate
+from console.core.provenance.ledger import identify
+from console.core.records.receipt import Receipt
+from console.core.records.verdict import VerdictRecord
 from console.reports.compare import PARITY_COLUMNS, ROUND_COLUMNS, SPEED_COLUMNS
 from console.reports.export import write_sealed
 from console.reports.export.junit import junit_xml
@@ -148,6 +148,17 @@ def test_every_exported_column_is_documented():
         assert documented == [c.key for c in cols], name
 
 
+def test_every_kind_names_registered_exporters_of_what_it_leaves():
+    """What a round leaves is chosen by its kind's record: a sealed kind's exporters read its sealed
+    receipt, a kind that seals nothing (a sweep) has exporters of its own document."""
+    from console.core.records import kinds
+    from console.reports.export import EXPORTERS, after
+    from console.reports.export.base import RECEIPT, SWEEP
+    for k in kinds.KINDS.values():
+        assert k.exports and set(k.exports) <= set(EXPORTERS), k.name
+        assert {e.reads for e in after(k)} == {RECEIPT if k.sealed else SWEEP}, k.name
+
+
 def test_ledger_show_exports_every_format(tmp_path, capsys):
     out = _sealed_dir(tmp_path, [make_receipt()])
     assert "accepted" in _run(capsys, "ledger", "show", str(out))[1]
@@ -233,23 +244,23 @@ def test_step_summary_is_appended_with_the_gain_and_its_interval(tmp_path, monke
 @pytest.mark.parametrize("outcome", sorted(OUTCOME_RECEIPTS))
 def test_annotations_are_errors_exactly_when_the_verdict_fails_the_job(outcome):
     r = Receipt.from_dict(OUTCOME_RECEIPTS[outcome]())
-    v = gate.decide(r, RULES).to_dict()
-    lines = annotations(VerdictRecord.from_dict(v))
-    assert len(lines) == len(v["reasons"]) + len(v["warnings"])
-    want = "::error " if v["exit_code"] else "::notice "
-    assert all(x.startswith(want) for x in lines[:len(v["reasons"])])
-    assert all(x.startswith("::warning ") for x in lines[len(v["reasons"]):])
+    v = VerdictRecord.of(gate.decide(r, RULES))
+    lines = annotations(v)
+    assert len(lines) == len(v.reasons) + len(v.warnings)
+    want = "::error " if v.exit_code else "::notice "
+    assert all(x.startswith(want) for x in lines[:len(v.reasons)])
+    assert all(x.startswith("::warning ") for x in lines[len(v.reasons):])
     assert all("\n" not in x for x in lines)
 
 
 def test_headless_lines_carry_annotations_only_under_github_actions():
     r = Receipt.from_dict(OUTCOME_RECEIPTS["rejected"]())
-    v = gate.decide(r, RULES).to_dict()
+    v = VerdictRecord.of(gate.decide(r, RULES))
     from console import events as ev
     for github, expected in ((True, 1), (False, 0)):
         buf = io.StringIO()
         LineReporter(buf, colour=False, github=github)(ev.VerdictReady(verdict=v))
-        assert buf.getvalue().count("::error ") == expected * len(v["reasons"])
+        assert buf.getvalue().count("::error ") == expected * len(v.reasons)
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from console.core.health import (LIMITING_REASONS, Decision, HealthRules, RetryBudget, classify_rep, reason_code,
+from console.core.decisions.health import (LIMITING_REASONS, Decision, HealthRules, RetryBudget, classify_rep, reason_code,
                                  reference_sm_clock)
 
 PREFLIGHT = {"host": {"load1": 0.5, "cores": 8},
@@ -224,7 +224,7 @@ def test_the_budget_is_spent_by_suspect_reps_only():
 
 
 def test_engine_cpu_is_moved_out_of_other_processes():
-    from console.core.health import attribute_engine_cpu
+    from console.core.decisions.health import attribute_engine_cpu
     s = {"duration_s": 2.0, "host": {"cpu": {"busy_cores": 1.2, "other_cores": 1.1}}}
     out = attribute_engine_cpu(s, engine_cpu_s=1.8, engine_cpus=1.0)
     assert out["host"]["cpu"]["engine_cores"] == 0.9

@@ -10,8 +10,8 @@ import math
 import pytest
 
 from console.cli import main as cli
-from console.core import changepoints as cp
-from console.core.history import series_of
+from console.core.statistics import changepoints as cp
+from console.core.provenance.history import series_of
 from console.results import store
 from console.results.saved import select_sources
 from core.receipts import MAIN, make_receipt

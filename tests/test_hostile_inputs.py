@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from console.cli import main
-from console.core.manifest import FORMAT
+from console.core.provenance.manifest import FORMAT
 from console.errors import ExitCode, UsageError
 from console.profile import ProfileError, load_profile
 from console.results import lockfile, store

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from console.core import gate
-from console.core.receipt import Receipt
-from console.core.verdict import VerdictRecord
+from console.core.decisions import counting, gate
+from console.core.records.receipt import Receipt
+from console.core.records.verdict import VerdictRecord
 from console.reports.html import COLOURS, render_html
 
 from browser import inked, screenshot
@@ -86,14 +86,14 @@ def test_a_recorded_round_renders_every_plot():
 @pytest.mark.parametrize("outcome", sorted(OUTCOME_RECEIPTS))
 def test_every_outcome_renders(outcome):
     r = Receipt.from_dict(OUTCOME_RECEIPTS[outcome]())
-    v = gate.decide(r, r.rules).to_dict()
-    text = render_html([r], [VerdictRecord.from_dict(v)])
+    v = VerdictRecord.of(gate.decide(r, r.rules))
+    text = render_html([r], [v])
     # These receipts record no telemetry; a round rejected before its pairs has no paired plot.
-    has_pairs = bool(gate.pairs_of(gate.counted(r, r.rules)))
+    has_pairs = bool(counting.pairs_of(counting.counted(r, r.rules)))
     _check(text, 2 + has_pairs)
     assert "telemetry not recorded" in text
-    for reason in v["reasons"]:
-        assert html.escape(reason["message"]) in text
+    for reason in v.reasons:
+        assert html.escape(reason.message) in text
 
 
 def test_text_from_a_receipt_is_escaped():

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.sweep import Level
+from console.core.decisions.sweep import Level
+from console.core.records.kinds import KINDS
 from console.paths import DEMO_PROFILE, SERVER_PROFILE
 from console.profile import load_profile
 from console.round import kinds
@@ -14,35 +15,70 @@ from console.round.kinds.sweep import Sweep
 from console.round.measure import Harness, Served, measure_of
 from console.round.plan import RoundConfig, pair_budget
 
-ROUND = Path(__file__).resolve().parents[1] / "console" / "round"
-KIND_NAMES = {"round", "noise", "sweep", "serve", "harness"}
+CONSOLE = Path(__file__).resolve().parents[1] / "console"
+ROUND = CONSOLE / "round"
+KIND_NAMES = set(KINDS) | {"compare", "serve", "harness"}
 
 
-def _asks_which_kind(path: Path, root: Path = ROUND.parent) -> list[str]:
-    """Comparisons of something's ``kind`` or ``mode`` with a kind's name, and tests of whether a
-    profile has a server: what a kind or the measure answers instead."""
+def _mentions_kind(node: ast.AST) -> bool:
+    """``x.kind``, ``kind``, ``x.get("kind")`` or ``x["kind"]`` (anything spelled like a kind's holder)."""
+    for n in ast.walk(node):
+        if (isinstance(n, ast.Attribute) and n.attr in ("kind", "mode")) or \
+                (isinstance(n, ast.Name) and "kind" in n.id) or \
+                (isinstance(n, ast.Constant) and n.value == "kind"):
+            return True
+    return False
+
+
+def _names(node: ast.AST) -> set[str]:
+    """The strings a side of a comparison spells: a constant, or the items of a tuple, list or set."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return {s.value for s in items if isinstance(s, ast.Constant) and isinstance(s.value, str)}
+
+
+def _asks_which_kind(path: Path, root: Path = CONSOLE.parent) -> list[str]:
+    """Comparisons of a kind (or a mode) with a kind's name: what the kind's record answers instead."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Compare):
-            continue
-        sides = [node.left, *node.comparators]
-        names = {s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)}
-        attrs = {s.attr for s in sides if isinstance(s, ast.Attribute)}
-        if ({"kind", "mode"} & attrs and names & KIND_NAMES) or ("server" in attrs and any(
-                isinstance(s, ast.Constant) and s.value is None for s in sides)):
-            found.append(f"{path.relative_to(root)}:{node.lineno}")
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_names(s) & KIND_NAMES for s in sides) and any(_mentions_kind(s) for s in sides):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
     return found
 
 
-def test_nothing_in_the_round_outside_the_kinds_asks_which_kind_it_runs():
-    outside = [p for p in ROUND.rglob("*.py") if "kinds" not in p.parts and p.name != "measure.py"]
-    assert [hit for p in outside for hit in _asks_which_kind(p)] == []
+def _asks_whether_it_serves(path: Path, root: Path = CONSOLE.parent) -> list[str]:
+    """Tests of whether a profile has a server: what the measure (round.measure) answers instead."""
+    return [f"{path.relative_to(root)}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Compare) and any(isinstance(s, ast.Attribute) and s.attr == "server"
+                                                  for s in (n.left, *n.comparators))
+            and any(isinstance(s, ast.Constant) and s.value is None for s in (n.left, *n.comparators))]
 
 
-def test_the_check_finds_such_a_question(tmp_path):
+def test_nothing_in_the_console_compares_a_kinds_name():
+    hits = [hit for p in sorted(CONSOLE.rglob("*.py")) for hit in _asks_which_kind(p)]
+    assert hits == [], "read the kind's record (console.core.records.kinds) instead:\n" + "\n".join(hits)
+
+
+def test_nothing_in_the_round_outside_the_measure_asks_whether_it_serves():
+    outside = [p for p in ROUND.rglob("*.py") if p.name != "measure.py"]
+    assert [hit for p in outside for hit in _asks_whether_it_serves(p)] == []
+
+
+def test_the_checks_find_such_questions(tmp_path):
     src = tmp_path / "x.py"
-    src.write_text('if cfg.kind == "noise":\n    pass\nif p.server is not None:\n    pass\n')
-    assert _asks_which_kind(src, tmp_path) == ["x.py:1", "x.py:3"]
+    src.write_text('if cfg.kind == "noise":\n    pass\nif p.server is not None:\n    pass\n'
+                   'if r.get("kind") not in ("round", "matrix"):\n    pass\nif kind != "sweep":\n    pass\n'
+                   'if e["kind"] == "round_ended":\n    pass\n')
+    assert _asks_which_kind(src, tmp_path) == ["x.py:1", "x.py:5", "x.py:7"]
+    assert _asks_whether_it_serves(src, tmp_path) == ["x.py:3"]
+
+
+def test_every_kind_has_its_record_and_its_hooks():
+    assert set(kinds.BY_NAME) == set(KINDS)
+    assert all(k.record is KINDS[name] for name, k in kinds.BY_NAME.items())
+    from console.core.decisions.gate import DECIDERS
+    assert {k.decider for k in KINDS.values() if k.sealed} <= set(DECIDERS) | {"pair-noise"}
 
 
 def test_each_kind_says_what_it_runs_and_decides():
@@ -63,8 +99,8 @@ def test_each_kind_says_what_it_runs_and_decides():
 
 def test_a_sweep_is_a_kind_that_is_not_resumed_and_holds_its_largest_level():
     s = load_profile(SERVER_PROFILE)
-    sweep = Sweep(levels=(Level(1), Level(4)), blocks=3)
-    assert not sweep.resumable and "sweep" not in kinds.BY_NAME and sweep.slots(s) == 4
+    sweep = kinds.named("sweep", levels=(Level(1), Level(4)), blocks=3)
+    assert isinstance(sweep, Sweep) and not sweep.resumable and not sweep.decides and sweep.slots(s) == 4
     plan = sweep.plan({"reps": 0}, s)
     assert plan["reps"] == 2 * (3 + 1) and plan["levels"] == [lv.name for lv in sweep.levels]
 

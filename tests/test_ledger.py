@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from console.core.provenance.ledger import Receipts
 from console.results import store
-from console.core import ledger as L
-from console.core.receipt import Receipt
+from console.core.provenance import ledger as L
+from console.core.records.receipt import Receipt
 
 
 def receipt(n: int, outcome: str = "accepted", tier: str | None = "s", kind: str = "round") -> dict:
@@ -324,7 +325,7 @@ def test_rescore_uses_each_receipts_rules_and_survives_a_failure():
             raise KeyError("reps")
         return V("none", None)
 
-    rows = L.rescore(rs, decide, rules_of=lambda r: r.rules)
+    rows = L.rescore(Receipts.read(rs), decide, rules_of=lambda r: r.rules)
     assert rows[0].new_outcome == "none" and rows[1].error == "KeyError: 'reps'"
 
 

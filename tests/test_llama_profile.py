@@ -13,7 +13,7 @@ from console.errors import UsageError
 from console.paths import LLAMA_BENCH_PROFILE, LLAMA_PROFILE, SERVER_PROFILE
 from console.profile import ProfileError, Source, load_profile
 from console.round.inputs import check_model, check_protected, harness_record
-from console.round.plan import document_problem, fill, make_schedule
+from console.round.schedule import document_problem, fill, make_schedule
 
 LLAMA_DIR = LLAMA_PROFILE.parent / "llama-cpp"
 
@@ -238,7 +238,7 @@ def test_the_gpu_harness_takes_cuda_lib_or_says_what_is_missing(tmp_path):
 def test_each_shipped_top_k_pin_has_its_digest_committed_beside_it(path):
     """A fresh node that captures something other than the pin compares with the pin's digest (the
     first tokens of each row) to say how it differs: the digest of every shipped pin is committed."""
-    from console.core import refdiff
+    from console.core.provenance import refdiff
     from console.engine import reffile
     from console.round.reference import digest_path
     p = load_profile(path)

@@ -6,12 +6,14 @@ import pytest
 import tomlkit
 from hypothesis import given, settings, strategies as st
 
+from console.core.provenance.ledger import Receipts
 from console.results import lockfile as F, store
-from console.core import ledger as L
-from console.core import lock as K
-from console.core.fingerprint import of_host, of_receipt
-from console.core.receipt import SCHEMA, SCHEMA_1, Receipt
-from console.core.verdict import VerdictRecord
+from console.core.provenance import ledger as L
+from console.core.provenance import lock as K
+from console.core.provenance.lock_verify import verify_lock
+from console.core.provenance.fingerprint import of_host, of_receipt
+from console.core.records.receipt import SCHEMA, SCHEMA_1, Receipt
+from console.core.records.verdict import VerdictRecord
 
 FRONT = "demo/cpu-2core/main/decode_tok_s/ctx4096"
 GUARD = "demo/cpu-2core/main/decode_tok_s/ctx128"
@@ -199,7 +201,7 @@ def test_noise_is_recorded_per_node():
     rid, r = sealed(noise_receipt(0.0123456789))
     (c,) = K.update_from_receipt({}, rid, Receipt.from_dict(r), None)
     assert (c.table, c.key, c.new) == ("noise", "cpu-2core", 0.0123457)
-    node = of_receipt(r)
+    node = of_receipt(Receipt.from_dict(r))
     assert K.apply_to_dict({}, [c])["noise"]["cpu-2core"] == {"spread": 0.0123457, "receipt": rid,
                                                              "measured_at": "2026-12-01T00:00:00Z",
                                                              "fingerprint": node.digest,
@@ -215,7 +217,7 @@ def test_attested_figures_never_move_the_value():
     F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, Receipt.from_dict(r), OK))
     m = F.model(doc)
     assert m["baselines"][FRONT]["value"] == 201.0 and m["baselines"][FRONT]["attested"]["value"] == 999.0
-    assert K.verify_lock(m, {rid: r}) == []
+    assert verify_lock(m, Receipts.read({rid: r})) == []
 
 
 main_values = st.lists(st.floats(min_value=1.0, max_value=1e4, allow_nan=False), min_size=3, max_size=5)
@@ -264,14 +266,14 @@ def test_new_slots_and_noise_tables_are_written_as_quoted_keys(tmp_path):
     store.write_lock(path, doc)
     text = path.read_text()
     assert '[baselines."demo/h200x8/main/decode_tok_s/ctx4096"]' in text and '[noise.h200x8]' in text
-    assert K.verify_lock(F.model(store.read_lock(path)), {rid: r, nid: n}) == []
+    assert verify_lock(F.model(store.read_lock(path)), Receipts.read({rid: r, nid: n})) == []
 
 
 def test_new_lock_text_lists_every_slot_unmeasured():
     m = F.model(F.loads(F.new_lock_text(round_receipt()["profile"] | {"reference": {"engine": "ref"}})))
     assert m["baselines"][FRONT]["value"] == 0.0 and m["baselines"][GUARD]["kind"] == "guard"
     assert m["reference"]["engine"] == "ref" and m["parity"]["document_sha256"] == "d"
-    assert K.verify_lock(m, {}) == []
+    assert verify_lock(m, Receipts.read({})) == []
 
 
 def test_invalid_toml_is_a_lock_error():
@@ -306,7 +308,7 @@ def world():
     lock: dict = {}
     for rid, r in receipts.items():
         lock = K.apply_to_dict(lock, K.update_from_receipt(lock, rid, Receipt.from_dict(r), NOISE_OK if r["kind"] == "noise" else OK))
-    assert K.verify_lock(lock, receipts) == []
+    assert verify_lock(lock, Receipts.read(receipts)) == []
     return lock, receipts, (a_id, b_id, n_id)
 
 
@@ -324,56 +326,56 @@ def one(problems):
 def test_a_hand_edited_value_is_named(world):
     lock, receipts, (a_id, _, _) = world
     lock["baselines"][FRONT]["value"] = 250.0
-    p = one(K.verify_lock(lock, receipts))
+    p = one(verify_lock(lock, Receipts.read(receipts)))
     assert (p.code, p.slot, p.receipt) == ("value-mismatch", FRONT, a_id) and "201" in p.message
 
 
 def test_a_value_without_a_receipt_is_named(world):
     lock, receipts, _ = world
     lock["baselines"][FRONT]["receipt"] = ""
-    assert one(K.verify_lock(lock, receipts)).code == "unsourced"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "unsourced"
 
 
 def test_a_slot_citing_a_missing_receipt_is_named(world):
     lock, receipts, (a_id, _, _) = world
     del receipts[a_id]
-    probs = K.verify_lock(lock, receipts)
+    probs = verify_lock(lock, Receipts.read(receipts))
     assert {(p.code, p.slot) for p in probs} == {("receipt-not-in-ledger", FRONT), ("receipt-not-in-ledger", GUARD)}
 
 
 def test_a_slot_citing_another_nodes_receipt_is_named(world):
     lock, receipts, (a_id, b_id, _) = world
     lock["baselines"][FRONT]["receipt"] = b_id
-    p = one(K.verify_lock(lock, receipts))
+    p = one(verify_lock(lock, Receipts.read(receipts)))
     assert p.code == "axis-mismatch" and "h200x8" in p.message
 
 
 def test_a_slot_citing_a_receipt_of_another_depth_is_named(world):
     lock, receipts, (a_id, _, _) = world
     lock["baselines"]["demo/cpu-2core/main/decode_tok_s/ctx131072"] = copy.deepcopy(lock["baselines"][FRONT])
-    assert one(K.verify_lock(lock, receipts)).code == "axis-mismatch"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "axis-mismatch"
 
 
 def test_a_guard_citing_a_frontier_measurement_is_named(world):
     lock, receipts, _ = world
     lock["baselines"][FRONT]["kind"] = "guard"
-    assert one(K.verify_lock(lock, receipts)).code == "kind-mismatch"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "kind-mismatch"
 
 
 def test_a_slot_citing_a_noise_receipt_is_named(world):
     lock, receipts, (_, _, n_id) = world
     lock["baselines"][FRONT]["receipt"] = n_id
-    assert one(K.verify_lock(lock, receipts)).code == "wrong-receipt"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "wrong-receipt"
 
 
 def test_noise_provenance_is_checked(world):
     lock, receipts, (a_id, _, _) = world
     lock["noise"]["cpu-2core"]["spread"] = 0.001
-    assert one(K.verify_lock(lock, receipts)).code == "value-mismatch"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "value-mismatch"
     lock["noise"]["cpu-2core"]["receipt"] = a_id
-    assert one(K.verify_lock(lock, receipts)).code == "wrong-receipt"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "wrong-receipt"
     lock["noise"]["h200x8"] = dict(lock["noise"].pop("cpu-2core"), receipt=[*receipts][2], spread=0.012)
-    assert one(K.verify_lock(lock, receipts)).code == "axis-mismatch"
+    assert one(verify_lock(lock, Receipts.read(receipts))).code == "axis-mismatch"
 
 
 @pytest.mark.parametrize("entry, code", [
@@ -383,22 +385,22 @@ def test_noise_provenance_is_checked(world):
     ({"kind": "guard", "value": 0.0, "attested": "lots"}, "bad-attested"),
 ])
 def test_malformed_entries_are_named(entry, code):
-    assert one(K.verify_lock({"baselines": {FRONT: entry}}, {})).code == code
+    assert one(verify_lock({"baselines": {FRONT: entry}}, Receipts.read({}))).code == code
 
 
 def test_a_malformed_slot_name_is_named():
-    assert one(K.verify_lock({"baselines": {"LLAMA_128K": {"kind": "frontier", "value": 0}}}, {})).code == "bad-slot"
+    assert one(verify_lock({"baselines": {"LLAMA_128K": {"kind": "frontier", "value": 0}}}, Receipts.read({}))).code == "bad-slot"
 
 
 def test_zero_is_always_legal():
-    assert K.verify_lock({"baselines": {FRONT: {"kind": "frontier", "value": 0, "receipt": "nowhere"}}}, {}) == []
+    assert verify_lock({"baselines": {FRONT: {"kind": "frontier", "value": 0, "receipt": "nowhere"}}}, Receipts.read({})) == []
 
 
 def test_stale_pins_are_reported_but_not_fatal(world):
     lock, receipts, (_, _, n_id) = world
     c_id, c = sealed(round_receipt(main=(200.0, 201.0, 202.0), guard=(400.0,) * 3, n=3), n_id)
     receipts[c_id] = c
-    p = one(K.verify_lock(lock, receipts))
+    p = one(verify_lock(lock, Receipts.read(receipts)))
     assert (p.code, p.slot, p.fatal, p.receipt) == ("pin-stale", GUARD, False, c_id)
 
 
@@ -406,21 +408,21 @@ def test_lock_verify_against_a_real_ledger(tmp_path):
     ids = [store.seal_into(tmp_path, round_receipt(main=(v,) * 3, n=i)) for i, v in enumerate([200.0, 220.0, 210.0])]
     doc = F.loads(LOCK_TEXT)
     for rid, r in store.ledger_receipts(tmp_path).items():
-        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, Receipt.from_dict(r), OK))
+        F.apply_changes(doc, K.update_from_receipt(F.model(doc), rid, r, OK))
     store.write_lock(tmp_path / "reference.lock", doc)
     m = F.model(store.read_lock(tmp_path / "reference.lock"))
     assert m["baselines"][FRONT]["receipt"] == ids[1] and m["baselines"][FRONT]["value"] == 220.0
-    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    assert verify_lock(m, store.ledger_receipts(tmp_path)) == []
     # a byte changed in the cited receipt: the ledger drops it, and the pin loses its source
     f = tmp_path / "receipts" / f"{ids[1]}.json"
     f.write_bytes(f.read_bytes().replace(b"220.0", b"230.0"))
-    assert {p.code for p in K.verify_lock(m, store.ledger_receipts(tmp_path))} == {"receipt-not-in-ledger"}
+    assert {p.code for p in verify_lock(m, store.ledger_receipts(tmp_path))} == {"receipt-not-in-ledger"}
 
 
 def test_a_pin_citing_an_infra_round_is_named(world):
     lock, receipts, (a_id, _, _) = world
     receipts[a_id] = dict(receipts[a_id], status="infra")
-    assert {p.code for p in K.verify_lock(lock, receipts)} == {"wrong-receipt"}
+    assert {p.code for p in verify_lock(lock, Receipts.read(receipts))} == {"wrong-receipt"}
 
 
 def test_a_round_refuses_a_hand_filled_pin_before_building(tmp_path):
@@ -500,20 +502,20 @@ def test_node_noise_pools_over_its_noise_rounds_and_a_quiet_round_does_not_repla
     loud_id, loud = sealed(noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95]))
     quiet_id, quiet = sealed(noise_v2([1.001, 0.999, 1.002, 0.998], n=1), loud_id)
     ledger = {loud_id: loud, quiet_id: quiet}
-    (c1,) = K.update_from_receipt({}, loud_id, Receipt.from_dict(loud), NOISE_OK, ledger=ledger)
+    (c1,) = K.update_from_receipt({}, loud_id, Receipt.from_dict(loud), NOISE_OK, ledger=Receipts.read(ledger))
     lock = K.apply_to_dict({}, [c1])
-    (c2,) = K.update_from_receipt(lock, quiet_id, Receipt.from_dict(quiet), NOISE_OK, ledger=ledger)
+    (c2,) = K.update_from_receipt(lock, quiet_id, Receipt.from_dict(quiet), NOISE_OK, ledger=Receipts.read(ledger))
     lock = K.apply_to_dict(lock, [c2])
     entry = lock["noise"]["cpu-2core"]
     assert entry["receipts"] == [loud_id, quiet_id] and entry["df"] == 5 + 3
     assert c2.action == "pool" and c1.new * 0.7 < entry["sd"] < c1.new     # diluted, not replaced
-    assert K.verify_lock(lock, ledger) == []
+    assert verify_lock(lock, Receipts.read(ledger)) == []
     bad = copy.deepcopy(lock)
     bad["noise"]["cpu-2core"]["sd"] = 0.001
-    assert [p.code for p in K.verify_lock(bad, ledger)] == ["value-mismatch"]
+    assert [p.code for p in verify_lock(bad, Receipts.read(ledger))] == ["value-mismatch"]
     gone = copy.deepcopy(lock)
     gone["noise"]["cpu-2core"]["receipts"] = [loud_id, "f" * 64]
-    assert [p.code for p in K.verify_lock(gone, ledger)] == ["receipt-not-in-ledger"]
+    assert [p.code for p in verify_lock(gone, Receipts.read(ledger))] == ["receipt-not-in-ledger"]
 
 
 # --- nodes: a pin is the node's that measured it ----------------------------------------------
@@ -541,8 +543,7 @@ def demo_lock(tmp_path):
 def seal_and_update(out, path, profile, receipt):
     verdict = OK if receipt["kind"] == "round" else NOISE_OK
     rid = store.seal_into(out, {**receipt, "verdict": verdict.to_dict()})
-    doc = store.ledger_receipts(out)[rid]
-    moved, _ = F.update(path, rid, Receipt.from_dict(doc), profile, ledger_dir=out)
+    moved, _ = F.update(path, rid, store.ledger_receipts(out)[rid], profile, ledger_dir=out)
     return rid, moved
 
 
@@ -576,7 +577,7 @@ def test_a_round_on_another_node_passes_the_pin_over_says_why_and_keeps_its_own_
     assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path)["frontier"] == 201.0
     mine = F.pins_for(path, profile, xeon, ledger_dir=tmp_path)
     assert (mine["frontier"], mine["frontier_slot"], mine["passed_over"]) == (50.0, f"{FRONT}@{xeon.digest}", [])
-    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    assert verify_lock(m, store.ledger_receipts(tmp_path)) == []
     # and the first node's next round raises its own pin, not the other's
     _, moved = seal_and_update(tmp_path, path, profile, on(EPYC, round_receipt(main=(210.0,) * 3, n=2)))
     assert [c.key for c in moved if c.kind == "frontier"] == [FRONT]
@@ -590,7 +591,7 @@ def test_a_pin_written_before_fingerprints_belongs_to_the_node_of_its_receipt(tm
         for k in ("fingerprint", "node_facts"):
             entry.pop(k, None)
     store.write_lock(path, doc)
-    assert K.verify_lock(F.model(doc), store.ledger_receipts(tmp_path)) == []
+    assert verify_lock(F.model(doc), store.ledger_receipts(tmp_path)) == []
     assert F.pins_for(path, profile, of_host(EPYC), ledger_dir=tmp_path)["frontier"] == 201.0
     other = F.pins_for(path, profile, of_host(XEON), ledger_dir=tmp_path)
     assert other["frontier"] == 0.0 and other["passed_over"][0]["fingerprint"] == of_host(EPYC).digest
@@ -605,23 +606,23 @@ def test_the_committed_older_lock_still_reads_on_its_own_node_and_not_on_another
     receipts = store.ledger_receipts(v1)
     lock = F.model(store.read_lock(v1 / "reference.lock"))
     r = next(iter(receipts.values()))
-    here = K.node_pins(lock, r["profile"], of_receipt(r), receipts)
+    here = K.node_pins(lock, r.profile.to_dict(), of_receipt(r), receipts)
     assert here["frontier"] == 115.728 and here["noise_spread"] == 0.12183 and here["passed_over"] == []
-    there = K.node_pins(lock, r["profile"], of_host(XEON), receipts)
+    there = K.node_pins(lock, r.profile.to_dict(), of_host(XEON), receipts)
     assert there["frontier"] == 0.0 and there["noise_spread"] is None and len(there["passed_over"]) == 3
-    assert K.verify_lock(lock, receipts) == []
+    assert verify_lock(lock, Receipts.read(receipts)) == []
 
 
 def test_noise_of_another_node_is_kept_apart_and_pools_only_with_its_own_node():
     a_id, a = sealed(on(EPYC, noise_v2([1.10, 0.90, 1.12, 0.88, 1.05, 0.95])))
     b_id, b = sealed(on(XEON, noise_v2([1.001, 0.999, 1.002, 0.998], n=1)), a_id)
     ledger = {a_id: a, b_id: b}
-    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), NOISE_OK, ledger=ledger))
-    (c,) = K.update_from_receipt(lock, b_id, Receipt.from_dict(b), NOISE_OK, ledger=ledger)
+    lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), NOISE_OK, ledger=Receipts.read(ledger)))
+    (c,) = K.update_from_receipt(lock, b_id, Receipt.from_dict(b), NOISE_OK, ledger=Receipts.read(ledger))
     assert (c.key, c.action) == (f"cpu-2core@{of_host(XEON).digest}", "set")
     lock = K.apply_to_dict(lock, [c])
     assert lock["noise"]["cpu-2core"]["receipts"] == [a_id] and lock["noise"][c.key]["receipts"] == [b_id]
-    assert K.verify_lock(lock, ledger) == []
+    assert verify_lock(lock, Receipts.read(ledger)) == []
     profile = a["profile"]
     assert K.node_pins(lock, profile, of_host(XEON), ledger)["noise_sd"] == lock["noise"][c.key]["sd"]
     assert K.node_pins(lock, profile, of_host(EPYC), ledger)["noise_sd"] == lock["noise"]["cpu-2core"]["sd"]
@@ -636,7 +637,7 @@ def test_lock_verify_names_a_recorded_node_that_is_not_the_receipt_s(edit, code)
     rid, r = sealed(on(EPYC, round_receipt()))
     lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     edit(lock["baselines"][FRONT], of_host(XEON))
-    p = [p for p in K.verify_lock(lock, {rid: r}) if p.slot == FRONT]
+    p = [p for p in verify_lock(lock, Receipts.read({rid: r})) if p.slot == FRONT]
     assert [x.code for x in p] == [code]
 
 
@@ -644,7 +645,7 @@ def test_a_key_kept_apart_for_one_node_must_record_that_node():
     rid, r = sealed(on(EPYC, round_receipt()))
     lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     lock["baselines"][f"{FRONT}@{of_host(XEON).digest}"] = lock["baselines"].pop(FRONT)
-    p = one([p for p in K.verify_lock(lock, {rid: r}) if p.fatal])
+    p = one([p for p in verify_lock(lock, Receipts.read({rid: r})) if p.fatal])
     assert p.code == "bad-fingerprint" and of_host(XEON).digest in p.message
 
 
@@ -652,8 +653,8 @@ def test_stale_pins_are_judged_against_rounds_of_their_own_node():
     a_id, a = sealed(on(EPYC, round_receipt(main=(200.0, 201.0, 202.0))))
     b_id, b = sealed(on(XEON, round_receipt(main=(400.0,) * 3, guard=(900.0,) * 3, n=1)), a_id)
     lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), OK))
-    assert K.verify_lock(lock, {a_id: a, b_id: b}) == []          # the Xeon's faster main says nothing of it
-    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, {a_id: a}) == []
+    assert verify_lock(lock, Receipts.read({a_id: a, b_id: b})) == []          # the Xeon's faster main says nothing of it
+    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, Receipts.read({a_id: a})) == []
 
 
 def test_lock_show_lists_each_node_with_its_facts_and_pins(tmp_path, demo_lock, capsys):
@@ -692,7 +693,7 @@ def measured_as(receipt, runtime="docker", **run):
 
 
 def identity_of(receipt):
-    from console.core import identity
+    from console.core.provenance import identity
     return identity.of_receipt(Receipt.from_dict(receipt))
 
 
@@ -715,7 +716,7 @@ def test_a_local_round_does_not_read_a_docker_round_s_pin_and_keeps_its_own_apar
     m = F.model(store.read_lock(path))
     assert (m["baselines"][FRONT]["value"], m["baselines"][FRONT]["receipt"]) == (201.0, d_id)
     assert m["baselines"][FRONT]["identity_parts"]["runtime"] == "docker"
-    assert K.verify_lock(m, store.ledger_receipts(tmp_path)) == []
+    assert verify_lock(m, store.ledger_receipts(tmp_path)) == []
     # each runtime reads its own pin
     assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=identity_of(docker))["frontier"] == 201.0
     assert F.pins_for(path, profile, epyc, ledger_dir=tmp_path, ident=ident)["frontier"] == 150.0
@@ -741,7 +742,7 @@ def test_an_old_pin_without_an_identity_is_no_frontier_for_a_round_that_has_one(
     assert {x["differs"] for x in pins["passed_over"]} == {"written before experiment identities (it records none)"}
     _, moved = seal_and_update(tmp_path, path, profile, new)
     assert {c.action for c in moved} == {"set"} and all("+" in c.key for c in moved)
-    assert K.verify_lock(F.model(store.read_lock(path)), store.ledger_receipts(tmp_path)) == []
+    assert verify_lock(F.model(store.read_lock(path)), store.ledger_receipts(tmp_path)) == []
 
 
 @pytest.mark.parametrize("edit, code", [
@@ -752,9 +753,9 @@ def test_an_old_pin_without_an_identity_is_no_frontier_for_a_round_that_has_one(
 def test_lock_verify_names_a_recorded_identity_that_is_not_the_receipt_s(edit, code):
     rid, r = sealed(on(EPYC, measured_as(round_receipt())))
     lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
-    assert K.verify_lock(lock, {rid: r}) == []
+    assert verify_lock(lock, Receipts.read({rid: r})) == []
     edit(lock["baselines"][FRONT], identity_of(measured_as(round_receipt(), runtime="local")))
-    assert [x.code for x in K.verify_lock(lock, {rid: r}) if x.slot == FRONT] == [code]
+    assert [x.code for x in verify_lock(lock, Receipts.read({rid: r})) if x.slot == FRONT] == [code]
 
 
 def test_a_key_kept_apart_for_one_identity_must_record_it():
@@ -762,7 +763,7 @@ def test_a_key_kept_apart_for_one_identity_must_record_it():
     lock = K.apply_to_dict({}, K.update_from_receipt({}, rid, Receipt.from_dict(r), OK))
     other = identity_of(measured_as(round_receipt(), runtime="local"))
     lock["baselines"][f"{FRONT}@{of_host(EPYC).digest}+{other.digest}"] = lock["baselines"].pop(FRONT)
-    p = one([p for p in K.verify_lock(lock, {rid: r}) if p.fatal])
+    p = one([p for p in verify_lock(lock, Receipts.read({rid: r})) if p.fatal])
     assert p.code == "bad-identity" and other.digest in p.message
 
 
@@ -771,8 +772,8 @@ def test_stale_pins_are_judged_against_rounds_of_their_own_identity():
     b_id, b = sealed(on(EPYC, measured_as(round_receipt(main=(400.0,) * 3, guard=(900.0,) * 3, n=1),
                                           runtime="local")), a_id)
     lock = K.apply_to_dict({}, K.update_from_receipt({}, a_id, Receipt.from_dict(a), OK))
-    assert K.verify_lock(lock, {a_id: a, b_id: b}) == []          # the local round's faster main says nothing of it
-    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, {a_id: a}) == []
+    assert verify_lock(lock, Receipts.read({a_id: a, b_id: b})) == []          # the local round's faster main says nothing of it
+    assert K.stale_findings(lock, Receipt.from_dict(b), 0.02, Receipts.read({a_id: a})) == []
 
 
 def test_lock_keys_split_into_slot_node_and_identity():

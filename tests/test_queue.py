@@ -18,7 +18,7 @@ import pytest
 
 from console.queueing import worker as queueing
 from console.cli import main
-from console.core.queue import Refusal, State
+from console.core.decisions.queue import Refusal, State
 from console.paths import DEMO_CANDIDATES, DEMO_PROFILE
 from console.queueing.store import FILE, QueueStore
 
@@ -229,7 +229,7 @@ def test_a_candidate_an_earlier_round_decided_is_recorded_as_decided_not_requeue
 
 def test_the_worker_takes_parity_from_the_gates_stages():
     # one definition of which reason codes are parity's (core.verdict): an accuracy refusal is one
-    from console.core.verdict import VerdictRecord
+    from console.core.records.verdict import VerdictRecord
     from console.queueing.worker import _parity_passed
 
     def verdict(*codes: str) -> VerdictRecord:
@@ -241,7 +241,7 @@ def test_the_worker_takes_parity_from_the_gates_stages():
 
 def test_the_worker_reads_a_sealed_receipts_images_typed_and_keeps_mains():
     # a candidate built to main's very image (a no-op change) keeps it: nothing is removed
-    from console.core.receipt import Receipt
+    from console.core.records.receipt import Receipt
     from console.queueing.worker import remove_images
     from core.receipts import make_receipt
     d = make_receipt()

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from console import events as ev
-from console.core.backend import Backend, compare
+from console.core.provenance.backend import Backend, compare
 from console.engine import sources
 from console.errors import InfraError, UsageError
 from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
@@ -174,7 +174,7 @@ def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_pat
     import numpy as np
     from console.engine import reffile
     from console.round import reference
-    from console.round.plan import DOC_NAME
+    from console.round.schedule import DOC_NAME
     p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
                                                 'reference = "demo/reference.npz"\nreference_format = "topk"\n'
                                                 'top_k = 64'))
@@ -216,7 +216,7 @@ def test_a_capture_stores_the_top_k_form_pins_it_and_records_its_backend(tmp_pat
 def test_a_round_refuses_a_top_k_reference_of_another_document(tmp_path):
     import numpy as np
     from console.round import reference
-    from console.round.plan import DOC_NAME
+    from console.round.schedule import DOC_NAME
     p = demo_copy(tmp_path, lambda t: t.replace('reference = "demo/reference.npy"',
                                                 'reference = "demo/reference.npz"\nreference_format = "topk"\n'
                                                 'top_k = 64'))

@@ -9,7 +9,7 @@ import pytest
 SCRIPT = """
 import hashlib, json, numpy as np
 from numpy._core._multiarray_umath import __cpu_features__ as features
-from console.core import topk
+from console.core.records import topk
 from console.engine import reffile
 rng = np.random.default_rng(7)
 x = (rng.standard_normal((2, 3, 262144)) * 4).astype(np.float32)   # a real vocabulary's row length

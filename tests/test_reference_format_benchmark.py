@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from console.core import parity, topk
+from console.core.records import parity, topk
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("reference_format", ROOT / "benchmarks" / "reference_format.py")

@@ -7,8 +7,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from console.core import topk
-from console.core.parity import ParityInputError
+from console.core.records import topk
+from console.core.records.parity import ParityInputError
 from console.engine import reffile
 
 D, R, V, K = 2, 3, 300, 8

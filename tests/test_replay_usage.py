@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.receipts import make_receipt
+
 CONSOLE = Path(sys.executable).parent / "console"
 RECORDED = Path(__file__).parent / "data" / "recorded_round.jsonl"
 
@@ -23,7 +25,8 @@ def _replay(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("name, content, says", [
-    ("profile.json", json.dumps({"name": "demo", "reps": 3}), "is not a receipt: its schema is None"),
+    ("profile.json", json.dumps({"name": "demo", "reps": 3}), "is not a receipt this version can read: "
+                                                              "unknown receipt schema None"),
     ("list.json", "[1, 2, 3]", "is not a receipt"),
     ("old-tool.json", json.dumps({"schema": "other-tool/receipt/1"}), "'other-tool/receipt/1'"),
     ("notes.txt", "a note, not a round\n", "neither a receipt nor a journal: not JSON"),
@@ -64,10 +67,22 @@ def test_follow_of_a_journal_not_yet_written_is_accepted_and_of_a_receipt_refuse
     assert proc.returncode == 2
 
 
-def test_receipts_of_every_schema_pass_the_check(tmp_path: Path):
-    from console.core.receipt import SCHEMAS
+def test_receipts_of_every_schema_pass_the_check_and_one_this_version_cannot_read_is_refused(tmp_path: Path):
+    """A receipt replays only as the one reader of receipts reads it: a newer schema, or one without
+    the rules to judge it by, is refused with the file and why, never shown dressed as readable."""
+    from console.core.records.receipt import SCHEMAS
+    from console.errors import UsageError
     from console.reports.replay import check_replayable
-    for i, schema in enumerate(SCHEMAS + ("bench-console/receipt/99",)):   # a newer one plays as recorded
+    for i, schema in enumerate(SCHEMAS):
         path = tmp_path / f"r{i}.json"
-        path.write_text(json.dumps({"schema": schema, "round_id": "x"}))
+        path.write_text(json.dumps(make_receipt(schema=schema)))
         check_replayable(path)
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(make_receipt(schema="bench-console/receipt/99")))
+    with pytest.raises(UsageError, match=f"{newer} is not a receipt this version can read: unknown receipt schema "
+                                         "'bench-console/receipt/99'"):
+        check_replayable(newer)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"schema": SCHEMAS[-1], "round_id": "x"}))
+    with pytest.raises(UsageError, match="records no gate rules"):
+        check_replayable(bare)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from console.queueing import jobs, slurm
-from console.core.queue import State
+from console.core.decisions.queue import State
 from console.errors import InfraError, UsageError
 from console.paths import DEMO_PROFILE
 from console.queueing.store import QueueStore, Row

@@ -195,3 +195,31 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{where}:{node.lineno} {node.name}: {lines} lines")
     assert not long, "split these into well-named helpers:\n" + "\n".join(long)
+
+
+# The core's rooms, in the order a newcomer reads them (console/core/__init__.py): a room imports only
+# from itself and the rooms before it, so each can be read knowing only what came before.
+ROOMS = ("statistics", "records", "decisions", "provenance")
+
+
+def _rooms_out_of_order(graph: dict[str, set[str]]) -> list[str]:
+    def room(m: str) -> str | None:
+        parts = m.split(".")
+        return parts[2] if len(parts) > 3 and parts[:2] == ["console", "core"] else None
+    return [f"{m} -> {d}" for m, deps in sorted(graph.items()) if room(m) in ROOMS
+            for d in sorted(deps) if room(d) in ROOMS and ROOMS.index(room(d)) > ROOMS.index(room(m))]
+
+
+def test_the_core_is_rooms_read_in_order():
+    core = ROOT / "console" / "core"
+    assert sorted(p.name for p in core.iterdir() if p.suffix == ".py") == ["__init__.py"], \
+        "a core module belongs in one of the rooms: " + ", ".join(ROOMS)
+    assert sorted(p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ROOMS)
+    found = _rooms_out_of_order(_import_graph())
+    assert not found, "a room imports from a room after it:\n" + "\n".join(found)
+
+
+def test_the_room_check_finds_an_import_from_a_later_room():
+    graph = {"console.core.records.receipt": {"console.core.statistics.stats", "console.core.decisions.gate"},
+             "console.core.provenance.lock": {"console.core.decisions.gate"}}
+    assert _rooms_out_of_order(graph) == ["console.core.records.receipt -> console.core.decisions.gate"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.health import HealthRules, PreflightRules, classify_rep, host_findings
+from console.core.decisions.health import HealthRules, PreflightRules, classify_rep, host_findings
 from console.telemetry import HostTelemetry, open_telemetry, refused
 from console.telemetry.host import ProcReader
 from console.telemetry.nvml import NOT_SUPPORTED, NvmlTelemetry, NvmlUnavailable, reasons

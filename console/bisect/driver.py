@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..clock import utc_now
-from ..core import bisection as B
-from ..core.bisection import Mark, Step
+from ..core.provenance import bisection as B
+from ..core.provenance.bisection import Mark, Step
 from ..engine.ranges import Item
 from ..engine.sources import spec_text
 from ..profile import Profile

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..core.bisection import RESULTS, Step
-from ..core.untrusted import safe_name
+from ..core.provenance.bisection import RESULTS, Step
+from ..core.records.untrusted import safe_name
 from ..errors import UsageError
 from ..results import store
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events as ev
-from ..core import gate
-from ..core.bisection import Step, git_bisect_word, rate_of
-from ..core.reruns import DECIDED_OUTCOMES
-from ..core.receipt import Receipt
+from ..core.decisions import gate
+from ..core.provenance.bisection import Step, git_bisect_word, rate_of
+from ..core.provenance.reruns import DECIDED_OUTCOMES
+from ..core.records.receipt import Receipt
 from ..engine.ranges import Item
 from ..errors import ExitCode
 from ..profile import Profile
@@ -69,8 +69,7 @@ def _step_of(rnd: Round, failed: list[ev.BuildFailed], minutes: float, out: Path
         return Step(**{**base.to_dict(), "outcome": "interrupted", "note": "interrupted"})
     if rnd.decided_by is not None:
         rid, round_id, outcome, _ = rnd.decided_by
-        doc = store.ledger_receipts(out).get(rid)
-        earlier = Receipt.from_dict(doc) if doc is not None else None
+        earlier = store.ledger_receipts(out).get(rid)
         return _figures(earlier, base, rid, round_id, f"decided by the earlier step {round_id}: nothing measured again")
     if rnd.sealed is not None:
         rid = Path(rnd.receipt_path).stem if rnd.receipt_path else ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..core.manifest import Manifest, ManifestError, Piece, digest, problems
+from ..core.provenance.manifest import Manifest, ManifestError, Piece, digest, problems
 from ..errors import UsageError
 from ..paths import version
 from ..profile import Profile, Source, load_profile

@@ -25,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 # one error type for every malformed parity input, shared with the parity core
-from console.core.parity import ParityInputError
-from console.core.untrusted import CONTROL
+from console.core.records.parity import ParityInputError
+from console.core.records.untrusted import CONTROL
 from console.runtime.base import LOG_TAIL_LINES
 
 

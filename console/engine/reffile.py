@@ -1,5 +1,5 @@
 """The parity reference on disk: full logits (``parity.reference_format = "full"``, a ``.npy`` that
-``protocol.read_logits`` reads) or the compact top-k form (``"topk"``, console.core.topk).
+``protocol.read_logits`` reads) or the compact top-k form (``"topk"``, console.core.records.topk).
 
 The compact file is a ``.npz`` that ``numpy.load`` opens: an uncompressed zip of exactly these
 ``.npy`` members, little-endian, C order:
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core import topk
-from ..core.parity import ParityInputError
+from ..core.records import topk
+from ..core.records.parity import ParityInputError
 from . import protocol
 
 FORMATS = ("full", "topk")

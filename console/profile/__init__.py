@@ -11,9 +11,9 @@ The declarations use pydantic v2: it validates nested tables with the exact loca
 problem and writes the JSON Schema editors need, where a hand-written validator would have to
 do both again; its dataclasses stay dataclasses (``replace``, ``asdict``) for every caller.
 """
-from ..core.health import HealthRules, PreflightRules
-from ..core.queue import QueueRules
-from ..core.rules import Bands, GateRules, Guard, rules_from_dict
+from ..core.decisions.health import HealthRules, PreflightRules
+from ..core.decisions.queue import QueueRules
+from ..core.records.rules import Bands, GateRules, Guard, rules_from_dict
 from .loader import ProfileError, json_schema, load_profile, schema_text
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
                    Profile, ReferenceSpec, RunSpec, Source, Tool, Variant)

@@ -1,5 +1,5 @@
 """A profile's [matrix]: the axes of a matrix round, which cells are guarded, and the verdict's rule
-(console.core.matrix says how cells are decided and how one verdict comes from them)."""
+(console.core.records.matrix says how cells are decided and how one verdict comes from them)."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import model_validator
 
-from ..core.matrix import Cell, MatrixSpec, cell_key
+from ..core.records.matrix import Cell, MatrixSpec, cell_key
 from .checks import Int, Str, Table, key, refuse
 
 # What a cell may set: the rep's shape, and the placeholders the console fills with a default.

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ValidationInfo, model_validator
 
-from ..core.serving import SCORED, SLO_KEYS
+from ..core.decisions.serving import SCORED, SLO_KEYS
 from ..serving.workload import WorkloadError, file_requests
 from .checks import Check, ExistingFile, Int, Num, Str, argv, key, loading, refuse, within
 from .spec import COMMON_PLACEHOLDERS, table

@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import ConfigDict, ValidationInfo, WithJsonSchema, model_validator
 from pydantic.dataclasses import dataclass
 
-from ..core.health import HealthRules, PreflightRules
-from ..core.matrix import MatrixSpec
-from ..core.queue import QueueRules
-from ..core.receipt import ProfileRecord
-from ..core.rules import GateRules, Guard
+from ..core.decisions.health import HealthRules, PreflightRules
+from ..core.records.matrix import MatrixSpec
+from ..core.decisions.queue import QueueRules
+from ..core.records.receipt import ProfileRecord
+from ..core.records.rules import GateRules, Guard
 from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, USER, Check, ExistingFile, Int,
                      Num, Place, Str, Strs, argv, increasing, key, loading, refuse, within)
 
@@ -252,6 +252,9 @@ class RunSpec:
         return max(1, int(self.cpus))
 
 
+SERVE = "serve"     # bench.mode of a serving profile
+
+
 @table
 class BenchSpec:
     command: Annotated[argv(BENCH_PLACEHOLDERS, nonempty=False), key(
@@ -273,11 +276,17 @@ class BenchSpec:
     fill: Annotated[Literal["decode", "prefill"], key(
         "the context before the timed section: token by token, or the batched prompt path")] = "decode"
     adapter: Annotated[AdapterName, key("how the bench's stdout is read")] = BENCH_RESULT
-    mode: Annotated[Literal["harness", "serve"], key(
+    mode: Annotated[Literal["harness", SERVE], key(
         "runs of the bench command, or blocks of requests through the engine's server ([server])")] = "harness"
     min_seconds: Annotated[Num, within(0), key(
         "engine seconds each timed run must reach: the console repeats the timed section within the run "
         "({repeat}), sized once per round from full-length warm-ups (for fast devices)", "0: one section per run")] = 0.0
+
+    @property
+    def serves(self) -> bool:
+        """Blocks of requests through each build's server, not runs of the bench command: the one
+        reading of ``mode`` (``Profile.serving`` is this, tied to a [server] table by the profile's checks)."""
+        return self.mode == SERVE
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> BenchSpec:
@@ -288,9 +297,9 @@ class BenchSpec:
                          "console checks the seek really allocated its cache)", "seek_bytes_per_position")
         if self.short_tokens >= self.tokens:
             raise refuse(f"expected fewer than bench.tokens ({self.tokens})", "short_tokens")
-        if self.mode == "harness" and not self.command:
+        if not self.serves and not self.command:
             raise refuse("missing; expected the bench command (argv)", "command")
-        if self.min_seconds > 0 and (self.mode == "serve" or not any("{repeat}" in a for a in self.command)):
+        if self.min_seconds > 0 and (self.serves or not any("{repeat}" in a for a in self.command)):
             raise refuse("expected a bench command that takes {repeat} (harness mode): without it the console "
                          "cannot lengthen a run", "min_seconds")
         return self
@@ -385,7 +394,7 @@ class AccuracySpec:
 
     @model_validator(mode="after")
     def _pinned(self, info: ValidationInfo) -> AccuracySpec:
-        from ..core.accuracy import TaskSetError, parse_tasks
+        from ..core.decisions.accuracy import TaskSetError, parse_tasks
         if not loading(info):
             return self
         try:
@@ -418,7 +427,7 @@ VARIANT_TABLE = WithJsonSchema({
 
 @table
 class AdjudicationSpec:
-    """How borderline KL is settled (console.core.adjudication): the reference build's alternative
+    """How borderline KL is settled (console.core.records.adjudication): the reference build's alternative
     kernel settings, and the completions from the document."""
     variants: Annotated[tuple[Annotated[Variant, VARIANT_TABLE], ...], Check(
         lambda v: None if v else "expected at least one kernel variant of the reference", {"minItems": 1}),

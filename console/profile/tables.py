@@ -9,15 +9,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ..core.health import HealthRules, PreflightRules
-from ..core.queue import QueueRules
-from ..core.rules import Bands, GateRules, Guard, LatencyGuard
-from ..core.serving import LATENCIES
+from ..core.decisions.health import HealthRules, PreflightRules
+from ..core.decisions.queue import QueueRules
+from ..core.records.rules import Bands, GateRules, Guard, LatencyGuard
+from ..core.decisions.serving import LATENCIES
 from .checks import RATE, Bool, Int, Num, Str, Strs, Table, key, placeholders, refuse, within
 from .matrix import MatrixTable, problem as matrix_problem, spec_of
 from .serving import ServerSpec, scored_problem
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
-                   ReferenceSpec, RunSpec, Source)
+                   ReferenceSpec, RunSpec, SERVE, Source)
 
 
 class EngineTable(Table):
@@ -170,7 +170,7 @@ _H, _P, _Q = HealthRules(), PreflightRules(), QueueRules()
 
 
 class HealthTable(Table):
-    """When a rep is suspect (console.core.health)."""
+    """When a rep is suspect (console.core.decisions.health)."""
     RULES = HealthRules
     throttle_share: Annotated[Num, within(0), key(
         "a limiting clock-event reason on more than this share of samples")] = _H.throttle_share
@@ -193,7 +193,7 @@ class HealthTable(Table):
 
 
 class PreflightTable(Table):
-    """When the node is unfit to start a round (console.core.health)."""
+    """When the node is unfit to start a round (console.core.decisions.health)."""
     RULES = PreflightRules
     other_cores: Annotated[Num, within(0), key("other processes keeping this many cores busy")] = _P.other_cores
     load_per_core: Annotated[Num, within(0), key("1-min load above this share of the cores")] = _P.load_per_core
@@ -214,7 +214,7 @@ class PreflightTable(Table):
 
 
 class QueueTable(Table):
-    """How the queue books rounds and judges copies (console.core.queue)."""
+    """How the queue books rounds and judges copies (console.core.decisions.queue)."""
     RULES = QueueRules
     copy_refuse: Annotated[Num, within(0), key(
         "containment in a merged diff at or above this: refused as a copy")] = _Q.copy_refuse
@@ -265,7 +265,7 @@ class ProfileFile(Table):
         """Said first: without bench.mode = 'serve' the bench table asks for a bench command,
         which is not what a serving profile lacks."""
         bench = data.get("bench") if isinstance(data, dict) else None
-        if isinstance(data, dict) and "server" in data and isinstance(bench, dict) and bench.get("mode") != "serve":
+        if isinstance(data, dict) and "server" in data and isinstance(bench, dict) and bench.get("mode") != SERVE:
             raise refuse("expected bench.mode = 'serve': a [server] table times requests through the server, "
                          f"not runs of bench.command (bench.mode is {bench.get('mode', 'harness')!r})", "bench.mode")
         return data
@@ -279,7 +279,7 @@ class ProfileFile(Table):
         if self.gate.borderline_kl and self.adjudication is None:
             raise refuse("expected an [adjudication] table that says how borderline KL is settled "
                          "(the reference's kernel variants, the completions)", "gate.borderline_kl")
-        if (self.bench.mode == "serve") != (self.server is not None):
+        if self.bench.serves != (self.server is not None):
             raise refuse("expected a [server] table exactly when bench.mode = 'serve'", "bench.mode")
         if self.server is not None and (bad := scored_problem(self.bench.metric)):
             raise refuse(bad, "bench.metric")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..core.queue import Refusal, State
+from ..core.decisions.queue import Refusal, State
 from ..errors import ExitCode, InfraError, UsageError
 from ..profile import load_profile
 from .jobs import job_state, run

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..core import queue as policy
-from ..core.queue import Candidate, State
+from ..core.decisions import queue as policy
+from ..core.decisions.queue import Candidate, State
 from ..errors import UsageError
 from ..clock import utc_now
 

@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 from ..engine import sources
 from ..results import store
-from ..core import apparatus
-from ..core import queue as policy
-from ..core.queue import State
-from ..core.receipt import Receipt
-from ..core.verdict import VerdictRecord, stage_of, unsealed_status
+from ..core.decisions import apparatus
+from ..core.decisions import queue as policy
+from ..core.decisions.queue import State
+from ..core.records.receipt import Receipt
+from ..core.records.verdict import VerdictRecord, stage_of, unsealed_status
 from ..errors import ConsoleError, ExitCode
 from ..paths import DEMO_CANDIDATES, DEMO_PROFILE
 from ..profile import Profile, ProfileError, load_profile
@@ -310,8 +310,8 @@ def _decided_before(row: Any, rnd: Any, out: Path, message: str, say: Callable[[
     """Earlier rounds of this very candidate against this main already decided it: the queue
     records that decision (nothing new was measured) instead of booking the candidate again."""
     rid, _round_id, outcome, code = rnd.decided_by
-    doc = store.ledger_receipts(out).get(rid)
-    verdict = Receipt.from_dict(doc).verdict if doc is not None else None
+    earlier = store.ledger_receipts(out).get(rid)
+    verdict = earlier.verdict if earlier is not None else None
     then = policy.after_round(outcome, verdict.tier if verdict else None, _parity_passed(verdict) if verdict else True)
     say(f"#{row.id}: {then.state.value}: {message}")
     return Finished(then.state, f"{then.reason} ({message.split(':', 1)[0]})", int(code),

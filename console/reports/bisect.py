@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core.bisection import Mark, Step, effect_of, spent
+from ..core.provenance.bisection import Mark, Step, effect_of, spent
 from ..results.store import atomic_write
 from .html import CSS, PAGE, RC, _figure, _svg, esc
 from .tables import Column, Table, percent, short

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.compare import Comparison, Gain
+from ..core.provenance.compare import Comparison, Gain
 from .tables import Column, Table, fraction, percent, sci, short
 
 GAIN_COLUMNS = (Column("gain", "estimated gain as a fraction (0.05 = 5 % faster)", percent),

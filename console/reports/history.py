@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core import changepoints as cp
-from ..core.history import History, Series
+from ..core.statistics import changepoints as cp
+from ..core.provenance.history import History, Series
 from ..results.store import atomic_write
 from .html import CSS, PAGE, RC, _figure, _svg, esc
 from .tables import Column, Table, percent, short

@@ -13,10 +13,10 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
-from ..core import gate
-from ..core.receipt import BUILDS, Figures, Receipt, Rep
-from ..core.rules import Bands
-from ..core.verdict import VerdictRecord
+from ..core.decisions import counting, gate
+from ..core.records.receipt import BUILDS, Figures, Receipt, Rep
+from ..core.records.rules import Bands
+from ..core.records.verdict import VerdictRecord
 from .matrix import axes_of, cells_of, row_of, summary_line as matrix_summary
 from .words import HEADLINES, accuracy_sentence, gain_phrase, rate_text, source_text, tier_text
 
@@ -99,13 +99,13 @@ def _interval_text(v: VerdictRecord) -> str:
 
 
 def _pairs_text(r: Receipt, v: VerdictRecord) -> str:
-    d = v.decision or {}
-    if v.speed.get("pairs") is None:
+    d = v.decision
+    if v.speed.pairs is None:
         noise = v.noise
-        return esc(noise.pairs) if noise is not None and noise.pairs is not None and "pairs" in noise.keys else NONE
-    out = str(v.speed["pairs"])
-    if d.get("prior_pairs"):
-        out += f" (+{d['prior_pairs']} pooled from earlier rounds)"
+        return esc(noise.pairs) if noise is not None and noise.pairs is not None and noise.held("pairs") else NONE
+    out = str(v.speed.pairs)
+    if d is not None and d.prior_pairs:
+        out += f" (+{d.prior_pairs} pooled from earlier rounds)"
     if r.sequential and r.sequential.stopped:
         out += f"; stopped: {r.sequential.stopped}"
     return esc(out)
@@ -113,7 +113,7 @@ def _pairs_text(r: Receipt, v: VerdictRecord) -> str:
 
 def _header(r: Receipt, v: VerdictRecord) -> str:
     outcome = v.outcome.value
-    headline = HEADLINES.get(outcome, outcome).format(tier=tier_text(v))
+    headline = HEADLINES[outcome].format(tier=tier_text(v))
     h = r.host
     cpu = h.get("cpu_model") and f"{h['cpu_model']} ×{h.get('cores', '?')}"
     node = " · ".join(str(x) for x in (r.profile.node, cpu, r.runtime.get("kind")) if x)
@@ -132,7 +132,7 @@ def _header(r: Receipt, v: VerdictRecord) -> str:
              ("round", f"{_code(r.round_id)} {esc(r.kind)}, {esc(r.schema)}; "
                        f"{_or(r.started_at)} → {_or(r.ended_at)}")]
     table = "".join(f"<tr><th>{k}</th><td>{x}</td></tr>" for k, x in rows)
-    figures = gate.summarize(r, r.rules)
+    figures = counting.summarize(r, r.rules)
     builds = "".join(_build_row(b, r.builds.get(b), figures[b]) for b in BUILDS)
     reasons = "".join(f"<li>{esc(x.message or x.code)}</li>" for x in v.reasons)
     warnings = "".join(f"<li class=\"warn\">{esc(x.message or x.code)}</li>" for x in v.warnings)
@@ -161,7 +161,7 @@ def _round_section(i: int, r: Receipt, v: VerdictRecord, numbered: bool) -> str:
              *([("Matrix: each cell's gain", _matrix_plot(v),
                  "Each cell's paired gain (colour: green faster, red slower), its interval at the cell's "
                  "false-accept rate (the family's rate split over the cells), its pairs and its outcome. "
-                 + matrix_summary(v.to_dict()))] if cells_of(v.to_dict()) else
+                 + matrix_summary(v))] if cells_of(v) else
                [("Paired gains and the decision", _pairs_plot(r, v),
                  "Candidate / main per pair, as the gate pairs the counted timed reps; the decision's interval "
                  "is drawn over the profile's tier bands.")]),
@@ -300,7 +300,7 @@ def _interval(v: VerdictRecord) -> tuple[float | None, list[float | None]] | Non
 
 
 def _pair_gains(r: Receipt) -> list[float]:
-    pairs = gate.pairs_of(gate.counted(r, r.rules))
+    pairs = counting.pairs_of(counting.counted(r, r.rules))
     return [(float(c.value) / float(m.value) - 1.0) * 100 for m, c in pairs]
 
 
@@ -334,11 +334,11 @@ def _pairs_plot(r: Receipt, v: VerdictRecord) -> str:
                 ax.plot([x - 0.3, x + 0.3], [end, end], color="#222", lw=2, zorder=4)
         ax.plot(x, gain, "D", color="#222", ms=8, zorder=5)
         ax.axhline(gain, color="#222", lw=0.8, ls=":", zorder=2)
-        level = 1 - float(v.confidence or 0.99)
-        handles.append(Line2D([], [], color="#222", marker="D", lw=3,
-                              label=f"gain and its interval ({rate_text(level)} false accept)"))
-        d = v.decision or {}
-        basis = [None if e is None else e * 100 for e in d.get("basis_interval") or []]
+        fa = v.false_accept      # said only where the verdict records it
+        handles.append(Line2D([], [], color="#222", marker="D", lw=3, label="gain and its interval"
+                              + (f" ({rate_text(fa)} false accept)" if fa is not None else "")))
+        d = v.decision
+        basis = [None if e is None else e * 100 for e in (d.basis_interval if d is not None else ())]
         if len(basis) == 2 and basis != decided[1]:     # a pinned frontier or an anchor moves the tier basis
             ax.plot([x + 0.6] * 2, [lo if basis[0] is None else basis[0], hi if basis[1] is None else basis[1]],
                     color="#3b6b35", lw=3, solid_capstyle="butt", zorder=4)
@@ -363,17 +363,17 @@ def _matrix_plot(v: VerdictRecord) -> str:
     """A heat map of the cells: the last varying axis across (depth, in a llama-bench-like matrix), the
     other axes' values down."""
     from matplotlib.colors import TwoSlopeNorm
-    cells = cells_of(v.to_dict())
+    cells = cells_of(v)
     axes = axes_of(cells)
     across = axes[-1]
-    cols = list(dict.fromkeys(str(c["axes"].get(across)) for c in cells))
-    down = lambda c: ", ".join(f"{a}={c['axes'].get(a)}" for a in axes if a != across) or "all"  # noqa: E731
+    cols = list(dict.fromkeys(str(c.axes[across]) for c in cells))
+    down = lambda c: ", ".join(f"{a}={c.axes[a]}" for a in axes if a != across) or "all"  # noqa: E731
     rows = list(dict.fromkeys(down(c) for c in cells))
     grid = [[math.nan] * len(cols) for _ in rows]
     fig, ax = _figure(1.6 + 2.2 * len(cols), 0.9 + 1.0 * len(rows))
     ax = ax[0][0]
     for c in cells:
-        i, j = rows.index(down(c)), cols.index(str(c["axes"].get(across)))
+        i, j = rows.index(down(c)), cols.index(str(c.axes[across]))
         row = row_of(c, axes)
         grid[i][j] = 100 * row["gain"] if row["gain"] is not None else math.nan
         iv = "[" + ", ".join("…" if x is None else f"{100 * x:+.1f}" for x in (row["low"], row["high"])) + "]"

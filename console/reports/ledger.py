@@ -2,9 +2,10 @@
 verdict of one receipt file (docs/EXPORTS.md, "Ledger" and "Verdict")."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
-from ..core.ledger import Entry
+from ..core.provenance.ledger import Entry, FileIdentity
+from ..core.records.verdict import VerdictRecord
 from .compare import GAIN_COLUMNS
 from .tables import Column, Table, percent, short
 
@@ -41,14 +42,14 @@ def ledger_table(entries: Sequence[Entry]) -> Table:
     return Table("ledger", "Sealed rounds", LEDGER_COLUMNS, [e.to_dict() | {"line": e.line} for e in entries])
 
 
-def verdict_table(v: Mapping[str, Any], file: str, identity: Mapping[str, Any]) -> Table:
-    s = v.get("speed") or {}
-    iv = s.get("interval") or [None, None]
-    row = {"file": file, "sealed": identity.get("status"), "receipt_id": identity.get("receipt_id"),
-           "outcome": v.get("outcome"), "tier": v.get("tier"), "gain": s.get("gain"), "low": iv[0], "high": iv[1],
-           "basis": s.get("basis"), "pairs": (s.get("decision") or {}).get("pairs"),
-           "false_accept": None if s.get("confidence") is None else round(1 - s["confidence"], 6),
-           "method": s.get("method"), "exit_code": v.get("exit_code"),
-           "reasons": [r.get("code") for r in v.get("reasons") or []],
-           "warnings": [w.get("code") for w in v.get("warnings") or []]}
+def verdict_table(v: VerdictRecord, file: str, identity: FileIdentity) -> Table:
+    s = v.speed
+    low, high = s.interval or (None, None)
+    fa = v.false_accept
+    row = {"file": file, "sealed": identity.status, "receipt_id": identity.receipt_id,
+           "outcome": v.outcome.value, "tier": v.tier, "gain": s.gain, "low": low, "high": high,
+           "basis": s.basis, "pairs": s.decision.pairs if s.decision is not None else None,
+           "false_accept": None if fa is None else round(fa, 6),
+           "method": s.method, "exit_code": v.exit_code,
+           "reasons": [r.code for r in v.reasons], "warnings": [w.code for w in v.warnings]}
     return Table("verdict", "Verdict", VERDICT_COLUMNS, [row])

@@ -4,8 +4,10 @@ lays out what the gate decided (the verdict's ``speed.matrix``); the text lines,
 HTML heat map and the live view all read these rows."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from ..core.records.verdict import VerdictRecord
+from ..core.records.verdict_parts import CellPart
 from .tables import Column, Table, percent
 
 MATRIX_COLUMNS = (
@@ -22,34 +24,32 @@ MATRIX_COLUMNS = (
 )
 
 
-def cells_of(verdict: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The cells of a matrix verdict (a verdict's JSON), or [] for any other round."""
-    m = (verdict.get("speed") or {}).get("matrix") or {}
-    return list(m.get("cells") or [])
+def cells_of(verdict: VerdictRecord) -> tuple[CellPart, ...]:
+    """The cells of a matrix verdict, or () for any other round."""
+    return verdict.speed.cells
 
 
-def axes_of(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+def axes_of(cells: Sequence[CellPart]) -> list[str]:
     """The axes, in the profile's order; those with a single value are left out, as
-    compare-llama-bench leaves out what does not vary."""
-    names = list(dict.fromkeys(a for c in cells for a in (c.get("axes") or {})))
-    varying = [a for a in names if len({(c.get("axes") or {}).get(a) for c in cells}) > 1]
+    compare-llama-bench leaves out what does not vary. Every cell holds every axis (a matrix is
+    every combination of its axes' values)."""
+    names = list(dict.fromkeys(a for c in cells for a in c.axes))
+    varying = [a for a in names if len({c.axes[a] for c in cells}) > 1]
     return varying or names
 
 
-def row_of(c: Mapping[str, Any], axes: Sequence[str]) -> dict[str, Any]:
-    """One cell as a row (from the verdict's JSON, where an unbounded end is already None)."""
-    iv = list(c.get("interval") or [None, None])
-    tier = c.get("tier")
-    span = c.get("span")
-    if tier and span and span[0] != span[-1]:
-        tier = f"{tier} (spans {span[0]}–{span[-1]})"
-    return {**{a: (c.get("axes") or {}).get(a) for a in axes}, "metric": c.get("metric"), "role": c.get("role"),
-            "main": c.get("main_median"), "candidate": c.get("candidate_median"), "gain": c.get("gain"),
-            "low": iv[0], "high": iv[1], "pairs": c.get("pairs"), "outcome": c.get("state"),
-            "tier": tier}
+def row_of(c: CellPart, axes: Sequence[str]) -> dict[str, Any]:
+    """One cell as a row (an unbounded end of its interval is None)."""
+    low, high = c.interval or (None, None)
+    tier = c.tier
+    if tier and c.span and c.span[0] != c.span[-1]:
+        tier = f"{tier} (spans {c.span[0]}–{c.span[-1]})"
+    return {**{a: c.axes[a] for a in axes}, "metric": c.metric, "role": c.role,
+            "main": c.main_median, "candidate": c.candidate_median, "gain": c.gain,
+            "low": low, "high": high, "pairs": c.pairs, "outcome": c.state, "tier": tier}
 
 
-def matrix_table(verdict: Mapping[str, Any]) -> Table:
+def matrix_table(verdict: VerdictRecord) -> Table:
     """The cells as an exported table: one column per varying axis, then MATRIX_COLUMNS."""
     cells = cells_of(verdict)
     axes = axes_of(cells)
@@ -58,11 +58,11 @@ def matrix_table(verdict: Mapping[str, Any]) -> Table:
                  [row_of(c, axes) for c in cells])
 
 
-def summary_line(verdict: Mapping[str, Any]) -> str:
+def summary_line(verdict: VerdictRecord) -> str:
     """How the cells were decided and why the verdict is what it is, in one line."""
-    m = (verdict.get("speed") or {}).get("matrix") or {}
-    if not m:
+    m = verdict.speed.matrix
+    if m is None:
         return ""
-    fa = m.get("false_accept_per_cell")
-    rate = f" ({fa:.3%} false accept per cell)" if isinstance(fa, (int, float)) else ""
-    return f"{m.get('cells_n', 0)} cells, {m.get('family', '')}{rate}; rule {m.get('rule', '')}: {m.get('sentence', '')}"
+    fa = m.false_accept_per_cell
+    rate = f" ({fa:.3%} false accept per cell)" if fa is not None else ""
+    return f"{m.cells_n} cells, {m.family}{rate}; rule {m.rule}: {m.sentence}"

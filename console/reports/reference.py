@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..core.refdiff import NEGLIGIBLE_NATS, Difference, Row
+from ..core.provenance.refdiff import NEGLIGIBLE_NATS, Difference, Row
 
 
 def _rows(rows: Sequence[Row], most: int = 6) -> str:

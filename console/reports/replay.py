@@ -5,8 +5,11 @@ Two inputs are understood:
 * a journal, ``*.jsonl``: one ``Event.to_dict()`` per line, as a round writes it.
   A torn last line (the writer died mid-line) is dropped with a notice.
 * a sealed receipt, ``*.json``: the event sequence is synthesized from what the
-  receipt keeps (round, builds, parity depths, reps, the stored verdict). Build
-  logs and notices are not in a receipt, so a receipt replay has none.
+  receipt keeps (round, builds, parity depths, reps), with the verdict the gate
+  re-derives from it. Build logs and notices are not in a receipt, so a receipt
+  replay has none. A receipt this version cannot read is an error that names the
+  file and why; one whose verdict the gate cannot re-derive is shown with its
+  stored verdict, marked ``not-rederived``.
 
 Both sources satisfy :class:`console.events.EventSource`: ``events()``
 blocks while it paces the stream, ``abort()`` ends it with
@@ -16,23 +19,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator, Mapping
 
 from console import events as ev
-from console.core.parity import DepthFigures
+from console.core.records.parity import DepthFigures, DepthStatus
 # events carry plain JSON (journals, replays): a sealed receipt's frozen parts go in through plain()
-from console.core.receipt import BUILDS, SCHEMA, Build, ParityRecord, ProfileRecord, Receipt, ReceiptError, plain
-from console.core.untrusted import loads
-from console.core.sequential import Preview
-from console.core.verdict import VerdictRecord
+from console.core.records.receipt import BUILDS, Build, ParityRecord, Receipt, ReceiptError, plain
+from console.core.records.untrusted import loads
+from console.core.statistics.sequential import Preview
+from console.core.records.verdict import Caveat, VerdictRecord
 from console.engine.buildkey import built_by
-from console.reports.matrix import cells_of
 
 EXIT_REPLAY_ABORTED = 130
 MAX_GAP_S = 2.0  # a replay never sits silent longer than this (at speed 1)
 NOT_REDERIVED = ("this receipt cannot be judged by this version of the gate: its verdict is shown "
                  "as recorded, not re-derived")
+NOT_REDERIVED_CODE = "not-rederived"
 
 
 class _Paced:
@@ -95,7 +99,7 @@ class ReplaySource(_Paced):
         if self.path.suffix == ".jsonl":
             stream = read_journal(self.path)
         else:
-            stream = events_from_receipt(loads(self.path.read_bytes()), str(self.path))
+            stream = events_from_receipt(read_receipt(loads(self.path.read_bytes()), self.path), str(self.path))
         return self._paced(stream)
 
 
@@ -139,7 +143,6 @@ class FollowSource(_Paced):
             self._abort.wait(self.poll_s)
 
 
-RECEIPT_SCHEMA_PREFIX = "bench-console/receipt/"
 _GIVE = ("Give a sealed receipt (results/<profile>/receipt.json) or a round's journal "
          "(results/<profile>/journal/<round>.jsonl).")
 
@@ -166,10 +169,20 @@ def check_replayable(path: Path, follow: bool = False) -> None:
         doc = loads(data)
     except ValueError as e:
         raise UsageError(f"{path} is neither a receipt nor a journal: {e}", _GIVE) from None
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    # a newer schema is still replayed, its verdict shown as recorded (NOT_REDERIVED)
-    if not (isinstance(schema, str) and schema.startswith(RECEIPT_SCHEMA_PREFIX)):
-        raise UsageError(f"{path} is not a receipt: its schema is {schema!r}, not {RECEIPT_SCHEMA_PREFIX}N", _GIVE)
+    try:
+        read_receipt(doc, path)
+    except ReceiptError as e:
+        raise UsageError(str(e), _GIVE) from None
+
+
+def read_receipt(doc: Any, path: str | Path = "the receipt") -> Receipt:
+    """The receipt a replay shows, read by the one reader of receipts; one this version cannot read
+    (a newer schema, no recorded rules, a damaged part) is refused, naming the file and why: a
+    replay never dresses up a document it cannot read."""
+    try:
+        return Receipt.from_dict(doc)
+    except ReceiptError as e:
+        raise ReceiptError(f"{path} is not a receipt this version can read: {e}") from None
 
 
 def _event(line: dict[str, Any] | bytes, path: Path, n: int, last_at: float) -> ev.Event:
@@ -207,88 +220,76 @@ def _epoch(iso: Any, default: float = 0.0) -> float:
         return default
 
 
-def _read(receipt: Mapping[str, Any]) -> tuple[Receipt, bool]:
-    """The receipt in its typed shape, and whether this version can judge it. One it cannot (a
-    newer schema, no recorded rules) is read again for showing only; where even that fails,
-    its opening and its stored verdict are all there is to show."""
-    try:
-        return Receipt.from_dict(receipt), True
-    except ReceiptError:
-        pass
-    profile = receipt.get("profile")
-    profile = profile if isinstance(profile, Mapping) else {}
-    try:
-        # the rules are never read for a receipt that is only shown
-        return Receipt.from_dict({**receipt, "schema": SCHEMA, "kind": "round",
-                                  "profile": {**profile, "rules": {}}}), False
-    except ReceiptError:
-        return Receipt(round_id=str(receipt.get("round_id") or ""), profile=ProfileRecord(
-            name=str(profile.get("name") or ""), sha256=str(profile.get("sha256") or ""))), False
+@dataclass
+class _Graded:
+    """What the gate re-derives from a receipt: the verdict, and each depth's status and each
+    build's worst depth, parity and scored path, by the receipt's own rules (every depth, build
+    and scored path the receipt holds has its entry)."""
+    verdict: VerdictRecord
+    depths: dict[tuple[str, int], DepthStatus] = field(default_factory=dict)     # by (build, depth)
+    worst: dict[str, int | None] = field(default_factory=dict)
+    parity_ok: dict[str, bool] = field(default_factory=dict)
+    scored: dict[str, bool] = field(default_factory=dict)
 
 
-def _regrade(r: Receipt) -> dict[str, Any] | None:
-    """Depth statuses, worst depths and the verdict, recomputed by the gate's own rules."""
-    from ..core import gate, parity
+def _regrade(r: Receipt) -> _Graded | None:
+    """Depth statuses, worst depths and the verdict, recomputed by the gate's own rules; None
+    where the gate cannot judge this receipt."""
+    from ..core.decisions import gate, parity_grade
+    from ..core.records import parity
     rules = r.rules
     try:
-        verdict = VerdictRecord.of(gate.decide(r, rules))
+        graded = _Graded(VerdictRecord.of(gate.decide(r, rules)))
     except (ReceiptError, KeyError, TypeError, ValueError):
-        return None     # not a receipt this version can judge: show it as recorded
+        return None
     par = r.parity
-    depths, worst, parity_ok = {}, {}, {}
     for b in BUILDS:
         side, basis = par.side(b), (par.main if b == "candidate" else None)
         adj = par.adjudication if b == "candidate" else None
-        for st in gate.grade_depths(side, basis, rules, adj):
-            depths[(b, st.depth)] = {"status": st.status, "reasons": st.messages}
-        worst[b] = parity.worst_depth(side.depths if side else [], rules)
-        parity_ok[b] = gate.parity_ok(side, basis, rules, adj)
-    scored = {b: gate.path_ok(sp, rules) for b, sp in par.scored_path.items()}
-    return {"verdict": verdict, "depths": depths, "worst": worst, "scored": scored, "parity_ok": parity_ok}
+        for st in parity_grade.grade_depths(side, basis, rules, adj):
+            graded.depths[(b, st.depth)] = st
+        graded.worst[b] = parity.worst_depth(side.depths if side else [], rules)
+        graded.parity_ok[b] = parity_grade.parity_ok(side, basis, rules, adj)
+    graded.scored = {b: parity_grade.path_ok(sp, rules) for b, sp in par.scored_path.items()}
+    return graded
 
 
-def events_from_receipt(receipt: Mapping[str, Any], path: str | None = None) -> Iterator[ev.Event]:
+def events_from_receipt(receipt: Receipt | Mapping[str, Any], path: str | None = None) -> Iterator[ev.Event]:
     """The event sequence a sealed receipt implies, stamped along its recorded durations.
 
     Values are copied as recorded. Grades and the verdict are not taken as stored:
     they are re-derived by the core (parity statuses, ``gate.decide``) under the
     rules the receipt itself records, exactly as `console verdict` does.
     """
-    r, judgeable = _read(receipt)
-    graded = _regrade(r) if judgeable else None
-    # the event carries the verdict's JSON: a stored one this version cannot read is shown as it is
-    verdict = graded["verdict"].to_dict() if graded else _as_recorded(_stored(r, receipt))
+    r = receipt if isinstance(receipt, Receipt) else read_receipt(receipt, path or "the receipt")
+    graded = _regrade(r)
+    verdict = graded.verdict if graded else _as_recorded(r, path)
     t = _epoch(r.started_at)
     yield from _opening(r, graded is not None, t)
     t = yield from _build_events(r.builds, t)
     t = yield from _parity_events(r.parity, graded, t)
     yield from _ruling_events(graded, t)
-    # a rep's event carries it as recorded (older receipts lack fields the typed shape adds)
-    t = yield from _rep_events(r, receipt.get("reps") or [], t)
-    d = (verdict.get("speed") or {}).get("decision")
-    if isinstance(d, Mapping):  # where the round's last look left it (the verdict's own decision)
-        yield ev.DecisionStep.of(d, at=t)
-    if cells := cells_of(verdict):  # a matrix round: its cells as the verdict decided them
-        yield ev.CellsStep.of(max(int(c.get("pairs") or 0) for c in cells), cells, at=t)
+    t = yield from _rep_events(r, t)
+    if verdict.decision is not None:     # where the round's last look left it (the verdict's own decision)
+        yield ev.DecisionStep.of(verdict.decision.to_dict(), at=t)
+    if cells := verdict.speed.cells:     # a matrix round: its cells as the verdict decided them
+        yield ev.CellsStep.of(max(c.pairs or 0 for c in cells), cells, at=t)
     yield ev.PhaseStarted(phase="verdict", at=t)
     yield ev.VerdictReady(verdict=verdict, at=t)
     end = _epoch(r.ended_at, t)
-    yield ev.RoundEnded(status=r.status, exit_code=int(verdict.get("exit_code") or 0), receipt_path=path,
+    yield ev.RoundEnded(status=r.status, exit_code=int(verdict.exit_code or 0), receipt_path=path,
                         message="replayed from a sealed receipt", at=max(end, t))
 
 
-def _stored(r: Receipt, receipt: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict as sealed; one this version cannot even read is shown as its JSON."""
-    if r.verdict is not None:
-        return r.verdict.to_dict()
-    raw = receipt.get("verdict")
-    return dict(raw) if isinstance(raw, Mapping) else {}
-
-
-def _as_recorded(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored verdict this version cannot re-derive: shown, never passed off as re-derived."""
-    return {**stored, "warnings": list(stored.get("warnings") or []) + [
-        {"code": "not-rederived", "message": NOT_REDERIVED}]}
+def _as_recorded(r: Receipt, path: str | None) -> VerdictRecord:
+    """The verdict the receipt was sealed with, for one the gate cannot re-derive: shown with a
+    caveat that says so, never passed off as re-derived. A receipt that stores none has nothing
+    honest to show."""
+    stored = r.verdict
+    if stored is None:
+        raise ReceiptError(f"{path or 'the receipt'}: the gate cannot re-derive its verdict, and it stores none")
+    keys = stored.keys if "warnings" in stored.keys else (*stored.keys, "warnings")
+    return replace(stored, warnings=(*stored.warnings, Caveat(NOT_REDERIVED_CODE, NOT_REDERIVED)), keys=keys)
 
 
 def _opening(r: Receipt, rederived: bool, t: float) -> Iterator[ev.Event]:
@@ -301,7 +302,7 @@ def _opening(r: Receipt, rederived: bool, t: float) -> Iterator[ev.Event]:
                     message="replay of a sealed receipt: build logs, telemetry samples and "
                             "notices are not kept in a receipt", at=t)
     if not rederived:
-        yield ev.Notice(level="warn", code="not-rederived", message=NOT_REDERIVED, at=t)
+        yield ev.Notice(level="warn", code=NOT_REDERIVED_CODE, message=NOT_REDERIVED, at=t)
 
 
 def _build_events(builds: dict[str, Build], t: float) -> Generator[ev.Event, None, float]:
@@ -316,9 +317,10 @@ def _build_events(builds: dict[str, Build], t: float) -> Generator[ev.Event, Non
     return t
 
 
-def _parity_events(parity: ParityRecord, graded: dict[str, Any] | None,
+def _parity_events(parity: ParityRecord, graded: _Graded | None,
                    t: float) -> Generator[ev.Event, None, float]:
-    """Each build's depths and parity result, then the scored path; returns the time after."""
+    """Each build's depths and parity result, then the scored path; returns the time after. Without
+    the gate's grades (it cannot judge the receipt) a depth is shown as recorded."""
     yield ev.PhaseStarted(phase="parity", at=t)
     for name in BUILDS:
         side = parity.side(name)
@@ -326,39 +328,42 @@ def _parity_events(parity: ParityRecord, graded: dict[str, Any] | None,
             continue
         for d in side.depths:
             t += 0.05
-            yield _depth_graded(name, d, (graded or {}).get("depths", {}).get((name, d.depth), {}), t)
-        ok = graded["parity_ok"].get(name, False) if graded else side.error is None
-        worst = graded["worst"].get(name) if graded else None
+            yield _depth_graded(name, d, graded.depths[(name, d.depth)] if graded else None, t)
+        ok = graded.parity_ok[name] if graded else side.error is None
+        worst = graded.worst[name] if graded else None
         yield ev.ParityDone(build=name, ok=bool(ok), worst_depth=worst, error=side.error, at=t)
     for name, sp in parity.scored_path.items():
         if sp is not None:
             yield ev.ScoredPathChecked(build=name, depth=sp.depth or 0, top1=sp.top1, kl=sp.kl,
-                                       ok=bool(graded["scored"].get(name)) if graded else False,
+                                       ok=graded.scored[name] if graded else False,
                                        error=sp.error, at=t)
     return t
 
 
-def _depth_graded(build: str, d: DepthFigures, grade: dict[str, Any], t: float) -> ev.DepthGraded:
+def _depth_graded(build: str, d: DepthFigures, grade: DepthStatus | None, t: float) -> ev.DepthGraded:
+    """One depth, with the gate's status, or "recorded" where the gate could not grade it."""
     return ev.DepthGraded(build=build, depth=d.depth, top1=d.top1, kl=d.kl, ref_entropy=d.ref_entropy,
-                          status=str(grade.get("status") or "recorded"), reasons=list(grade.get("reasons") or []),
-                          stats=d.stats.to_dict() if d.stats else None, at=t)
+                          status=str(grade.status) if grade else "recorded",
+                          reasons=list(grade.messages) if grade else [],
+                          stats=d.stats, at=t)
 
 
-def _ruling_events(graded: dict[str, Any] | None, t: float) -> Iterator[ev.Event]:
-    """The re-derived adjudication ruling and task accuracy grade, where the round had them."""
+def _ruling_events(graded: _Graded | None, t: float) -> Iterator[ev.Event]:
+    """The re-derived adjudication ruling and task accuracy grade, where the round had them (the
+    events carry them as JSON, as a live round's do)."""
     if graded is None:
         return
-    verdict: VerdictRecord = graded["verdict"]
+    verdict = graded.verdict
     if (ruling := verdict.adjudication) is not None:
-        yield ev.AdjudicationStep(step="ruling", message=str(ruling.get("summary", "")), figures=plain(ruling),
-                                  ok=bool(ruling.get("passed")), at=t)
+        yield ev.AdjudicationStep(step="ruling", message=ruling.summary, figures=ruling.to_dict(),
+                                  ok=ruling.passed, at=t)
     if (accuracy := verdict.accuracy) is not None:
-        grade = {k: plain(v) for k, v in accuracy.items() if k not in ("reference_ok", "candidate_ok")}
+        grade = {k: v for k, v in accuracy.to_dict().items() if k not in ("reference_ok", "candidate_ok")}
         yield ev.AccuracyGraded(grade=grade, reasons=[r.message for r in verdict.reasons
                                                       if r.code.startswith("accuracy-")], at=t)
 
 
-def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generator[ev.Event, None, float]:
+def _rep_events(r: Receipt, t: float) -> Generator[ev.Event, None, float]:
     """The plan, then every rep stamped along its wall time; returns the time after the last."""
     yield ev.PhaseStarted(phase="reps", at=t)
     seq = r.sequential
@@ -366,7 +371,7 @@ def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generat
         preview = Preview(**seq.preview)
         yield ev.PlanReady(preview=plain(seq.preview), sentence=preview.sentence(), prior_rounds=len(seq.prior),
                            prior_pairs=sum(len(p.log_ratios) for p in seq.prior), at=t)
-    for rep, as_recorded in zip(r.reps, recorded):
+    for rep in r.reps:
         yield ev.RepStarted(build=rep.build, index=rep.index, position=rep.position, phase=rep.phase, at=t)
         if rep.telemetry and isinstance(rep.telemetry, Mapping):
             tel = rep.telemetry
@@ -374,5 +379,5 @@ def _rep_events(r: Receipt, recorded: list[dict[str, Any]], t: float) -> Generat
             yield ev.TelemetrySample(source=str(tel.get("source", "host")), values=values or plain(tel),
                                      build=rep.build, index=rep.index, at=t)
         t += rep.wall_s or 0.0
-        yield ev.RepDone(rep=as_recorded, at=t)
+        yield ev.RepDone(rep=rep, at=t)
     return t

@@ -5,8 +5,8 @@ A suspect or failed block is listed with its status; only the blocks the gate co
 """
 from __future__ import annotations
 
-from ..core import gate
-from ..core.receipt import Receipt
+from ..core.decisions import counting
+from ..core.records.receipt import Receipt
 from .tables import Column, Table
 
 BLOCK_COLUMNS = (
@@ -33,7 +33,7 @@ BLOCK_COLUMNS = (
 
 def block_table(r: Receipt) -> Table:
     """Every block of the round, in schedule order, with its figures and whether it counted."""
-    c = gate.counted(r, r.rules)
+    c = counting.counted(r, r.rules)
     counted = {id(x) for reps in c.valid.values() for x in reps}
     rows = []
     for rep in sorted(r.reps, key=lambda x: x.schedule_key):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..core.untrusted import printable
+from ..core.records.untrusted import printable
 
 
 def _plain(x: Any) -> str:

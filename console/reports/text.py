@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import IO, Any, Callable, Mapping
-
+from typing import IO, Any, Callable
 from .. import events as ev
-from ..core.progress import Tracker, build_how, build_step, duration
-from ..core.verdict import OUTCOMES, VerdictRecord
+from ..core.decisions.progress import Tracker, build_how, build_step, duration
+from ..core.records.verdict import VerdictRecord
+from ..core.records.verdict_parts import AccuracyGrade, CellPart, SpeedPart
 from .export.table import render as aligned
-from .matrix import cells_of, matrix_table, summary_line
-from .words import HEADLINES, rate_text, source_text, tier_words
+from .matrix import matrix_table, summary_line
+from .words import HEADLINES, rate_text, source_text, tier_text
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
@@ -110,7 +110,7 @@ class LineReporter:
 
     def _accuracy_graded(self, e: ev.AccuracyGraded) -> str:
         text = "accuracy " + accuracy_grade_text(e)
-        return self._c(text, "green" if e.grade.get("status") == "pass" else "red")
+        return self._c(text, "green" if AccuracyGrade.from_dict(e.grade).status == "pass" else "red")
 
     def _adjudication_step(self, e: ev.AdjudicationStep) -> str:
         colour = None if e.ok is None else ("green" if e.ok else "red")
@@ -130,20 +130,20 @@ class LineReporter:
 
     def _rep_done(self, e: ev.RepDone) -> str:
         r = e.rep
-        value = f"{r['value']:.2f}" if r.get("value") is not None else "-"
-        mem = f"{r['peak_mem_bytes'] / 2**20:.0f} MiB" if r.get("peak_mem_bytes") else "mem ?"
-        status = r["status"] if r["status"] == "ok" else self._c(r["status"], "red" if r["status"] != "suspect" else "yellow")
+        value = f"{r.value:.2f}" if r.value is not None else "-"
+        mem = f"{r.peak_mem_bytes / 2**20:.0f} MiB" if r.peak_mem_bytes else "mem ?"
+        status = r.status if r.status == "ok" else self._c(r.status, "red" if r.status != "suspect" else "yellow")
         why = ""
-        if r.get("refusals"):
-            why = " (" + "; ".join(r["refusals"]) + ")"
-        elif r.get("suspect"):
-            why = " (" + "; ".join(r["suspect"]) + ")"
-        p = self.progress.rep_done(r, e.at)
-        where = p.text() if p else f"rep at position {r['position']}"
-        if r.get("context") == "serve":     # a block: its latencies instead of a memory figure
-            mem = block_text(r.get("reported") or {})
-        return (f"{r['build']:9} {r['phase']:14} #{r['index']}: {value:>9} "
-                f"wall {r['wall_s']:.3f}s {mem} {status}{why}  [{where}]")
+        if r.refusals:
+            why = " (" + "; ".join(r.refusals) + ")"
+        elif r.suspect:
+            why = " (" + "; ".join(r.suspect) + ")"
+        p = self.progress.rep_done(e.rep, e.at)
+        where = p.text() if p else f"rep at position {r.position}"
+        if r.context == "serve":     # a block: its latencies instead of a memory figure
+            mem = block_text(r.reported or {})
+        return (f"{r.build:9} {r.phase:14} #{r.index}: {value:>9} "
+                f"wall {r.wall_s:.3f}s {mem} {status}{why}  [{where}]")
 
     def _plan_ready(self, e: ev.PlanReady) -> str:
         pooled = (f"; pooled with {e.prior_rounds} earlier round(s), {e.prior_pairs} pairs" if e.prior_rounds
@@ -152,47 +152,52 @@ class LineReporter:
 
     def _verdict_ready(self, e: ev.VerdictReady) -> str:
         text = self.verdict_text(e.verdict)
-        if not self.github or e.verdict.get("outcome") not in OUTCOMES:
-            return text     # a replayed newer receipt's outcome is shown, but this version cannot annotate it
-        return "\n".join([text, *annotations(VerdictRecord.from_dict(e.verdict))])
+        return "\n".join([text, *annotations(e.verdict)]) if self.github else text
 
     def _round_ended(self, e: ev.RoundEnded) -> str:
         where = f"; receipt {e.receipt_path}" if e.receipt_path else ""
         return f"round {e.status} (exit {e.exit_code}){where}"
 
-    def verdict_text(self, v: dict) -> str:
-        """The verdict as an event carries it: JSON, whose outcome may be one a newer version sealed."""
-        outcome = v.get("outcome", "?")
-        head = HEADLINES.get(outcome, f"? {outcome} (not an outcome this gate produces)").format(
-            tier=tier_words(v.get("tier"), v.get("tier_span")))
-        colour = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red",
-                  "slower": "red"}.get(outcome, "yellow")
-        lines = [self._c(f"verdict: {head}", colour)]
-        s = v.get("speed") or {}
-        if s.get("gain") is not None:
-            iv = s.get("interval") or [None, None]
-            iv_txt = f"[{iv[0]:+.2%}, {iv[1]:+.2%}]" if None not in iv else "n/a"
-            basis = f", basis {s['basis']:+.2%} ({s.get('basis_kind', '')})" if s.get("basis") is not None else ""
-            lead = f"cell [{s['matrix']['lead']}]: " if s.get("matrix") else ""
-            lines.append(f"  {lead}candidate {s.get('candidate_median', 0):.2f} vs frontier {s.get('frontier', 0):.2f} "
-                         f"({s.get('frontier_source', '')}): gain {s['gain']:+.2%}, interval {iv_txt}{basis}")
-            if s.get("decision"):
-                d = s["decision"]
-                pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
-                lines.append(f"  {d['pairs']} pairs{pooled}, {s.get('method', '')}; levels "
-                             f"{rate_text(1 - s.get('confidence', 0.99))} false accept")
-        if cells_of(v):
+    def verdict_text(self, v: VerdictRecord) -> str:
+        """The verdict in a few lines: the headline, the figures it rests on, the cells of a matrix
+        round, a noise round's finding, then its reasons and warnings."""
+        head = HEADLINES[v.outcome].format(tier=tier_text(v))
+        colour = _VERDICT_COLOURS.get(v.outcome, "yellow")
+        lines = [self._c(f"verdict: {head}", colour), *_speed_lines(v.speed)]
+        if v.speed.cells:
             lines.append("  " + summary_line(v))
             lines += ["  " + x for x in aligned([matrix_table(v)]).splitlines()[1:]]
-        n = s.get("noise") or {}
-        if n.get("sd") is not None:
-            lines.append(f"  pair noise SD {n['sd']:.2%} (95% {n['lower']:.2%}–{n['upper']:.2%}) over {n['pairs']} pairs; "
-                         f"with it a round decides gains ≥ {n['decidable_gain']:.1%} within {n['max_pairs']} pairs")
-        for r in v.get("reasons", []):
-            lines.append(f"  - {r.get('message', r.get('code'))}")
-        for w in v.get("warnings", []):
-            lines.append(self._c(f"  ! {w.get('message', w.get('code'))}", "yellow"))
+        n = v.noise
+        if n is not None and n.sd is not None:
+            lines.append(f"  pair noise SD {n.sd:.2%} (95% {n.lower:.2%}–{n.upper:.2%}) over {n.pairs} pairs; "
+                         f"with it a round decides gains ≥ {n.decidable_gain:.1%} within {n.max_pairs} pairs")
+        lines += [f"  - {r.message or r.code}" for r in v.reasons]
+        lines += [self._c(f"  ! {w.message or w.code}", "yellow") for w in v.warnings]
         return "\n".join(lines)
+
+
+# The headline's colour by outcome (yellow for the rest: held, undecided, infra).
+_VERDICT_COLOURS = {"accepted": "green", "none": "blue", "noise": "blue", "rejected": "red", "slower": "red"}
+
+
+def _speed_lines(s: SpeedPart) -> list[str]:
+    """The figures the decision rests on: the gain against the frontier, then the pairs and the
+    rate it was decided at (said only where the verdict records it); none without a gain."""
+    if s.gain is None:
+        return []
+    iv = s.interval or (None, None)
+    iv_txt = f"[{iv[0]:+.2%}, {iv[1]:+.2%}]" if None not in iv else "n/a"
+    basis = f", basis {s.basis:+.2%} ({s.basis_kind or ''})" if s.basis is not None else ""
+    lead = f"cell [{s.matrix.lead}]: " if s.matrix is not None else ""
+    lines = [f"  {lead}candidate {s.candidate_median or 0:.2f} vs frontier {s.frontier or 0:.2f} "
+             f"({s.frontier_source or ''}): gain {s.gain:+.2%}, interval {iv_txt}{basis}"]
+    d = s.decision
+    if d is not None:
+        pooled = f" (+{d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
+        fa = s.false_accept
+        level = f"; levels {rate_text(fa)} false accept" if fa is not None else ""
+        lines.append(f"  {d.pairs} pairs{pooled}, {s.method or ''}{level}")
+    return lines
 
 
 # Which LineReporter method prints each kind of event; kinds not here print nothing
@@ -233,13 +238,13 @@ def decision_text(e: "ev.DecisionStep") -> str:
     return f"{e.pairs}{pooled} pairs, gain {gain} {shown}: {state}"
 
 
-def cell_text(c: Mapping[str, Any]) -> str:
-    """One cell of a matrix round's look: its key, state, gain and interval."""
-    iv = c.get("interval") or [None, None]
-    shown = "[" + ", ".join("…" if x is None else f"{x:+.1%}" for x in iv) + "]"
-    gain = "n/a" if c.get("gain") is None else f"{c['gain']:+.1%}"
-    state = c.get("state", "?") + (f" {c['tier']}" if c.get("tier") and c.get("state") == "accepted" else "")
-    return f"[{c.get('key')}] {state} {gain} {shown} ({c.get('pairs', 0)} pairs)"
+def cell_text(c: CellPart) -> str:
+    """One cell of a matrix round's look (``CellsStep``: a cell's decision so far, the keys a
+    sealed cell has): its key, state, gain and interval."""
+    shown = "[" + ", ".join("…" if x is None else f"{x:+.1%}" for x in c.interval or (None, None)) + "]"
+    gain = "n/a" if c.gain is None else f"{c.gain:+.1%}"
+    state = c.state + (f" {c.tier}" if c.tier and c.state == "accepted" else "")
+    return f"[{c.key}] {state} {gain} {shown} ({c.pairs} pairs)"
 
 
 class JsonLinesReporter:
@@ -262,11 +267,11 @@ def accuracy_progress_text(e: ev.AccuracyProgress) -> str:
 
 def accuracy_grade_text(e: ev.AccuracyGraded) -> str:
     """The gate's grade of task accuracy in one line (headless lines, TUI notices)."""
-    g = e.grade
-    if g.get("status") not in ("pass", "fail"):
+    g = AccuracyGrade.from_dict(e.grade)
+    if g.status not in ("pass", "fail"):
         return "not graded: " + "; ".join(e.reasons)
-    return (f"{g['status']}: reference {g['reference_score']:.1%}, candidate {g['candidate_score']:.1%} "
-            f"({g['delta'] * 100:+.1f} pts, tolerance ±{g['tolerance'] * 100:.1f}, {g['estimator']})")
+    return (f"{g.status}: reference {g.reference_score:.1%}, candidate {g.candidate_score:.1%} "
+            f"({g.delta * 100:+.1f} pts, tolerance ±{g.tolerance * 100:.1f}, {g.estimator})")
 
 
 # --- GitHub Actions workflow commands ------------------------------------------

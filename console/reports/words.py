@@ -6,9 +6,9 @@ the HTML page is one of them, so neither may be where the other's words come fro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from ..core.verdict import VerdictRecord
+from ..core.records.verdict import VerdictRecord
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
 HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no worthwhile gain or regression)",
@@ -20,12 +20,7 @@ HEADLINES = {"accepted": "ACCEPTED, tier {tier}", "none": "NONE (decided: no wor
 
 def tier_text(v: VerdictRecord) -> str:
     """``L`` or ``L (interval spans L–XL)``: the conservative tier and what it may still be."""
-    return tier_words(v.tier, v.tier_span)
-
-
-def tier_words(tier: Any, span: Any) -> str:
-    """``tier_text`` of a verdict as JSON carries it (an event's, a receipt's)."""
-    tier = str(tier).upper()
+    tier, span = str(v.tier).upper(), v.tier_span
     if span and span[0] != span[-1]:
         return f"{tier} (interval spans {span[0].upper()}–{span[-1].upper()})"
     return tier
@@ -36,7 +31,9 @@ def rate_text(x: float) -> str:
     return f"{round(x * 100, 10):.2g}%"
 
 
-def source_text(src: dict) -> str:
+def source_text(src: Mapping[str, Any]) -> str:
+    """A build's source spec in a few words (recorded as the profile and the command line gave it: an
+    untyped mapping whose keys depend on its kind, so its optional keys are read with defaults)."""
     if "patch" in src:
         return f"patch {Path(src['patch']).name} over {source_text(src.get('over', {}))}"
     if "git" in src:
@@ -48,21 +45,23 @@ def source_text(src: dict) -> str:
 
 
 def gain_phrase(verdict: VerdictRecord) -> str:
-    """" — gain +12.3 % (interval +8.1 % to +16.0 %, 1 % false accept)", or "" without a gain."""
+    """" — gain +12.3 %, interval [+8.1 %, +16.0 %], 1 % false accept", or "" without a gain; the
+    false-accept rate is said only where the verdict records it."""
     if verdict.gain is None:
         return ""
     iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in verdict.interval or (None, None))
-    level = f", {rate_text(1 - verdict.confidence)} false accept" if verdict.confidence is not None else ""
+    fa = verdict.false_accept
+    level = f", {rate_text(fa)} false accept" if fa is not None else ""
     return f" — gain {verdict.gain:+.1%}, interval [{iv}]{level}"
 
 
 def accuracy_sentence(verdict: VerdictRecord) -> str | None:
     """The task accuracy stage in one sentence, as the gate graded it; None when there was none."""
     acc = verdict.accuracy
-    if acc is None or acc.get("status") not in ("pass", "fail"):
+    if acc is None or acc.status not in ("pass", "fail"):
         return None
-    return (f"Task accuracy: {acc['status']}. Reference {acc['reference_correct']}/{acc['items']} "
-            f"({acc['reference_score']:.1%}), candidate {acc['candidate_correct']}/{acc['items']} "
-            f"({acc['candidate_score']:.1%}): {acc['delta'] * 100:+.1f} points against a tolerance of "
-            f"±{acc['tolerance'] * 100:.1f} ({acc['estimator']}, {acc['level']:.0%}); "
-            f"{acc['only_reference']} item(s) only the reference answered, {acc['only_candidate']} only the candidate.")
+    return (f"Task accuracy: {acc.status}. Reference {acc.reference_correct}/{acc.items} "
+            f"({acc.reference_score:.1%}), candidate {acc.candidate_correct}/{acc.items} "
+            f"({acc.candidate_score:.1%}): {acc.delta * 100:+.1f} points against a tolerance of "
+            f"±{acc.tolerance * 100:.1f} ({acc.estimator}, {acc.level:.0%}); "
+            f"{acc.only_reference} item(s) only the reference answered, {acc.only_candidate} only the candidate.")

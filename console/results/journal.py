@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from console.core.untrusted import loads
+from console import events
+from console.core.records.untrusted import loads
 from console.files import read_file
 from console.results.store import fsync_dir
 
@@ -39,6 +40,17 @@ class JournalRead:
     torn_tail: bool                 # the last line was cut short (dropped from events)
     damaged_line: int | None = None # a bad line before the end: reading stopped there
     good_bytes: int = 0             # length of the intact prefix
+
+    def typed(self) -> list[events.Event]:
+        """The events read typed (``events.event_from_dict``), up to the first one this version cannot
+        read (a newer or damaged journal shows what came before it)."""
+        out: list[events.Event] = []
+        for d in self.events:
+            try:
+                out.append(events.event_from_dict(d))
+            except (ValueError, TypeError, KeyError):
+                break
+        return out
 
 
 def read_journal(path: str | os.PathLike[str]) -> JournalRead:

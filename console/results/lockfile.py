@@ -1,7 +1,7 @@
 """reference.lock on disk, as a round uses it: read the pins, raise them after sealing.
 
 The rules (raise-only frontier, guard floors never lowered, measured vs attested)
-live in the pure ``console.core.lock``; this is the thin file edge around it. The
+live in the pure ``console.core.provenance.lock``; this is the thin file edge around it. The
 file is a ``tomlkit`` document so that the comments people write next to a pin
 survive every rewrite.
 """
@@ -14,10 +14,12 @@ import tomlkit
 from tomlkit.items import Table
 
 from . import store
-from ..core import lock as L
-from ..core.fingerprint import Fingerprint
-from ..core.identity import Identity
-from ..core.receipt import Receipt
+from ..core.provenance import lock as L
+from ..core.provenance.lock_verify import verify_lock
+from ..core.provenance.fingerprint import Fingerprint
+from ..core.provenance.identity import Identity
+from ..core.records import kinds
+from ..core.records.receipt import Receipt
 from ..errors import UsageError
 from ..profile import Profile
 
@@ -42,7 +44,7 @@ _TABLES = {"reference": False, "parity": False, "baselines": True, "noise": True
 
 
 def model(doc: tomlkit.TOMLDocument, path: str | Path = "reference.lock") -> dict[str, Any]:
-    """The plain dict ``console.core.lock`` works on; a table of the wrong shape is a usage error."""
+    """The plain dict ``console.core.provenance.lock`` works on; a table of the wrong shape is a usage error."""
     m = doc.unwrap()
     for name, nested in _TABLES.items():
         t = m.get(name, {})
@@ -147,7 +149,7 @@ def pins_for(path: Path, profile: Profile, node: Fingerprint, ledger_dir: Path |
     m = model(store.read_lock(path), path)
     receipts = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
     if receipts is not None:
-        bad = [p for p in L.verify_lock(m, receipts, file=str(path)) if p.fatal]
+        bad = [p for p in verify_lock(m, receipts, file=str(path)) if p.fatal]
         if bad:
             raise UsageError(f"{path} does not trace to the ledger in {ledger_dir}: "
                              + "; ".join(str(p) for p in bad[:5]) + (f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""),
@@ -168,10 +170,13 @@ def update(path: Path, receipt_id: str, sealed: Receipt, profile: Profile, ledge
     that moved, stale findings).
     ``ledger_dir`` holds the earlier noise rounds a node's noise pools with, and the receipts
     that say which node measured a pin written before fingerprints."""
+    kind = kinds.of(sealed.kind)
+    if not kind.raises:         # a bisection step's good end is an old commit, not the node's main
+        return [], []
     doc = store.read_lock(path)
     m = model(doc, path)
     ledger = store.ledger_receipts(ledger_dir) if ledger_dir is not None else None
-    findings = L.stale_findings(m, sealed, profile.gate.significance, ledger) if sealed.kind == "round" else []
+    findings = L.stale_findings(m, sealed, profile.gate.significance, ledger) if kind.checks_pins else []
     changes = L.update_from_receipt(m, receipt_id, sealed, sealed.verdict, profile.gate.significance, ledger=ledger)
     apply_changes(doc, changes)
     store.write_lock(path, doc)

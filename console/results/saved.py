@@ -1,14 +1,15 @@
 """Saved rounds as comparison sources: receipt files and results directories (ledgers)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from . import store
-from ..core.compare import Source
-from ..core.ledger import LEDGER_FILE
-from ..core.receipt import Receipt, ReceiptError
+from ..core.provenance.compare import Source
+from ..core.provenance.ledger import LEDGER_FILE, FileIdentity
+from ..core.records.receipt import Receipt, ReceiptError
 from ..errors import UsageError
 
 
@@ -23,25 +24,42 @@ def _since(text: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def _receipt(doc: object, where: str) -> Receipt:
+@dataclass(frozen=True)
+class ReceiptFile:
+    """A receipt file read once: its typed receipt, and whether it is a sealed receipt of the ledger
+    beside it (``identity``; ``ledger``: that results directory, if any)."""
+    path: Path
+    receipt: Receipt
+    identity: FileIdentity
+    ledger: Path | None
+
+
+def read_receipt_file(path: Path, hint: str = "Give the path of a console receipt.json.") -> ReceiptFile:
+    """The one reader of a receipt file named on the command line; a file that is not a receipt is
+    a usage error that names it and what is wrong."""
+    data, doc = store.read_json(path, "a receipt", hint)
     try:
-        return Receipt.from_dict(doc)  # type: ignore[arg-type]
+        receipt = Receipt.from_dict(doc)
     except ReceiptError as e:
-        raise UsageError(f"{where}: {e}", "Give receipt files or results directories of the console.") from None
+        raise UsageError(f"{path}: {e}", hint) from None
+    ident, ledger = store.identify_file(path, data, doc)
+    return ReceiptFile(Path(path), receipt, ident, ledger)
 
 
 def _from_file(path: Path) -> Source:
-    data, doc = store.read_json(path, "a receipt", "Give a receipt file or a results directory.")
-    ident, _ = store.identify_file(path, data, doc)
-    rid = ident.receipt_id
-    return Source(rid[:12] if rid else path.name, _receipt(doc, str(path)), rid)
+    f = read_receipt_file(path, "Give receipt files or results directories of the console.")
+    rid = f.identity.receipt_id
+    return Source(rid[:12] if rid else path.name, f.receipt, rid)
 
 
 def _from_dir(path: Path) -> list[Source]:
     if not (path / LEDGER_FILE).is_file():
         raise UsageError(f"{path} holds no {LEDGER_FILE}", "Give the --out directory of rounds, or receipt files.")
-    return [Source(rid[:12], _receipt(doc, f"{path}: receipt {rid[:12]}"), rid)
-            for rid, doc in store.ledger_receipts(path).items()]
+    sealed = store.ledger_receipts(path)
+    if sealed.unreadable:
+        rid, why = next(iter(sealed.unreadable.items()))
+        raise UsageError(f"{path}: receipt {rid[:12]}: {why}", "Give receipt files or results directories of the console.")
+    return [Source(rid[:12], r, rid) for rid, r in sealed.items()]
 
 
 def select_sources(paths: Sequence[Path], node: str | None = None, since: str | None = None) -> list[Source]:

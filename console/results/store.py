@@ -11,15 +11,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import tomlkit
 
 from console.clock import utc_now  # noqa: F401 - the seal's time; older callers import it from here
-from console.core import ledger as L
-from console.core.receipt import Receipt
-from console.core.untrusted import loads
-from console.core.reruns import prior_problems
+from console.core.provenance import ledger as L
+from console.core.records.receipt import Receipt
+from console.core.records.untrusted import loads
+from console.core.provenance.reruns import prior_problems
 from console.errors import UsageError
 from console.files import MAX_FILE_BYTES, read_file
 
@@ -184,7 +184,7 @@ def verify_dir(out_dir: str | os.PathLike[str]) -> list[L.Problem]:
         return loaded[rid]
     problems += [_absolute(p, out) for p in L.verify(entries, load)]
     problems += [_absolute(p, out) for p in L.orphans(entries, receipt_ids(out))]
-    problems += [_absolute(p, out) for p in prior_problems(_receipts(entries, load))]
+    problems += [_absolute(p, out) for p in prior_problems(L.Receipts.read(_receipts(entries, load)))]
     latest = out / L.LATEST_FILE
     problems += [_absolute(p, out) for p in L.check_latest(entries, latest.read_bytes() if latest.exists() else None)]
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
@@ -212,11 +212,12 @@ def identify_file(path: str | os.PathLike[str], data: bytes, doc: Any) -> tuple[
     return L.identify(data, doc, read_ledger(out)[0] if out else None), out
 
 
-def ledger_receipts(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Sealed receipts in ledger order, only those whose bytes still hash to their id."""
+def ledger_receipts(out_dir: str | os.PathLike[str]) -> L.Receipts:
+    """Sealed receipts in ledger order, only those whose bytes still hash to their id, each read
+    once into its typed value (``core.provenance.ledger.Receipts``)."""
     out = Path(out_dir)
     entries, _ = read_ledger(out)
-    return _receipts(entries, lambda rid: load_receipt(out, rid))
+    return L.Receipts.read(_receipts(entries, lambda rid: load_receipt(out, rid)))
 
 
 def _receipts(entries: list[L.Entry], load: Callable[[str], bytes | None]) -> dict[str, dict[str, Any]]:
@@ -231,13 +232,9 @@ def _receipts(entries: list[L.Entry], load: Callable[[str], bytes | None]) -> di
     return found
 
 
-def iter_receipts(out_dir: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    return iter(ledger_receipts(out_dir).items())
-
-
 def rescore_dir(out_dir: str | os.PathLike[str], decide: Callable[[Any, Any], Any], rules: Any = None,
                 rules_of: Callable[[Receipt], Any] | None = None) -> list[L.Row]:
-    return L.rescore(iter_receipts(out_dir), decide, rules, rules_of)
+    return L.rescore(ledger_receipts(out_dir), decide, rules, rules_of)
 
 
 # --- reference.lock --------------------------------------------------------------

@@ -20,7 +20,8 @@
 - ``lifecycle``: how a round runs as a worker thread, its events queued and journaled, its end sure;
 - ``follow``: a round followed to its end from a terminal or a batch job, under signals.
 """
-from .plan import RoundConfig, make_schedule
+from .plan import RoundConfig
+from .schedule import make_schedule
 from .resume import Resume, spec_from_plan
 from .runner import Round
 

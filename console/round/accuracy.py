@@ -12,10 +12,10 @@ from pathlib import Path
 
 from .. import events as ev
 from ..engine import protocol
-from ..core import accuracy as acc
-from ..core.receipt import AccuracyRecord, AccuracySide
+from ..core.decisions import accuracy as acc
+from ..core.records.receipt import AccuracyRecord, AccuracySide
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT
-from .plan import fill
+from .schedule import fill
 from .reps import Bench
 
 

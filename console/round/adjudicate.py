@@ -3,19 +3,19 @@
 The reference build is main's image when the reference was captured from main's own source
 (the llama.cpp profile's case); a profile whose reference is another build cannot be
 adjudicated in the round, and its borderline depths stay failures (said in the record).
-What is measured goes into the receipt; the ruling is the gate's (console.core.adjudication).
+What is measured goes into the receipt; the ruling is the gate's (console.core.records.adjudication).
 """
 from __future__ import annotations
 
 
 from .. import events as ev
 from ..engine import protocol
-from ..core import adjudication as adj
-from ..core import parity, topk
-from ..core.adjudication import Adjudication, Variant
+from ..core.records import adjudication as adj
+from ..core.records import parity, topk
+from ..core.records.adjudication import Adjudication, Variant
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT
 from .parity import LOGITS_MAX_BYTES, drop_logits, next_tokens
-from .plan import DOC_NAME, fill, logits_argv
+from .schedule import DOC_NAME, fill, logits_argv
 from .reps import Bench
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from .. import events as ev
 from ..results import lockfile, store
-from ..core.receipt import Receipt
+from ..core.records.receipt import Receipt
 from ..profile import Profile
 
 

@@ -7,10 +7,12 @@ import time
 from typing import Any, Callable
 
 from .. import events as ev
-from ..core import gate, matrix
-from ..core.receipt import Receipt
-from ..core.verdict import json_safe
-from .plan import Item, cell_pair, pair_budget
+from ..core.decisions import cells
+from ..core.records import matrix
+from ..core.records.receipt import Receipt
+from ..core.records.verdict import json_safe
+from .plan import pair_budget
+from .schedule import Item, cell_pair
 from .speed import Speed
 
 
@@ -36,7 +38,7 @@ class CellPairs:
             items = cell_pair(p, [spec.cell(key) for key in matrix.rotation(open_keys, k)], k, pos, repeat)
             run(items)
             pos, k = pos + len(items), k + 1
-            found = gate.matrix_progress(receipt, rules)
+            found = cells.matrix_progress(receipt, rules)
             if found is None:
                 stopped, stage.claims_refused = "claims", True
                 stage._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import events as ev
-from ..core.receipt import Receipt
-from ..core.verdict import unsealed_status
+from ..core.records.receipt import Receipt
+from ..core.records.verdict import unsealed_status
 from ..errors import ConsoleError, ExitCode, Interrupted
 from ..results import journal
 from .plan import RoundConfig

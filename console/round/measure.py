@@ -5,8 +5,8 @@ anything is built, before the timed stage and after it."""
 from __future__ import annotations
 
 from .. import events as ev
-from ..core.receipt import Receipt
-from ..core.served import WorkloadDraw
+from ..core.records.receipt import Receipt
+from ..core.records.served import WorkloadDraw
 from ..engine.adapters import WRITES_LOGITS
 from ..profile import Profile
 from . import parity as checks

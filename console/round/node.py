@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import events as ev
-from ..core.backend import Backend, BackendCheck, BackendError, backend_of, compare
-from ..core.health import notice_level
+from ..core.provenance.backend import Backend, BackendCheck, BackendError, backend_of, compare
+from ..core.decisions.health import notice_level
 from ..errors import InfraError, UsageError
 
 

@@ -12,12 +12,14 @@ import numpy as np
 
 from .. import events as ev
 from ..engine import protocol, reffile
-from ..core import gate, parity, topk
-from ..core.backend import BackendCheck
-from ..core.adjudication import Adjudication
-from ..core.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
+from ..core.decisions import parity_grade
+from ..core.records import parity, topk
+from ..core.provenance.backend import BackendCheck
+from ..core.records.adjudication import Adjudication
+from ..core.records.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
-from .plan import DOC_NAME, Item, logits_argv, sha256_file
+from .plan import sha256_file
+from .schedule import DOC_NAME, Item, logits_argv
 from .reps import Bench, run_rep
 
 LOGITS_MAX_BYTES = 1 << 30
@@ -86,11 +88,11 @@ def emit_grades(side: ParitySide, build: str, main: ParitySide | None, b: Bench,
     """Show each depth as the gate grades it (the candidate with the ratchet against main, and
     its borderline depths as ``adj`` settles them)."""
     rules = b.profile.gate
-    for f, st in zip(side.depths, gate.grade_depths(side, main, rules, adj)):
+    for f, st in zip(side.depths, parity_grade.grade_depths(side, main, rules, adj)):
         emit(ev.DepthGraded(build=build, depth=f.depth, top1=f.top1, kl=f.kl, ref_entropy=f.ref_entropy,
                             status=st.status, reasons=st.messages,
-                            stats=f.stats.to_dict() if f.stats else None))
-    emit(ev.ParityDone(build=build, ok=gate.parity_ok(side, main, rules, adj),
+                            stats=f.stats))
+    emit(ev.ParityDone(build=build, ok=parity_grade.parity_ok(side, main, rules, adj),
                        worst_depth=parity.worst_depth(side.depths, rules),
                        error=side.error))
 
@@ -115,7 +117,7 @@ def scored_path(b: Bench, build: str, ref: topk.Reference, emit: ev.Emit, record
         except parity.ParityInputError as e:
             result.error = f"bench_logits.npy: {e}"
     emit(ev.ScoredPathChecked(build=build, depth=result.depth, top1=result.top1, kl=result.kl,
-                              ok=gate.path_ok(result, p.gate), error=result.error))
+                              ok=parity_grade.path_ok(result, p.gate), error=result.error))
     return result
 
 
@@ -151,7 +153,7 @@ def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
         except parity.ParityInputError as e:
             row.error = f"bench_logits.npy: {e}"
         out.candidate.append(row)
-    bad = [r for r in out.candidate if not gate.path_ok(PathFigures(out.depth, r.top1, r.kl, r.error), p.gate)]
+    bad = [r for r in out.candidate if not parity_grade.path_ok(PathFigures(out.depth, r.top1, r.kl, r.error), p.gate)]
     if bad:
         notice("error", "timed-path", f"{len(bad)} of {len(cands)} candidate timed rep(s) computed "
                f"something else than main at depth {p.bench.depth}: " + (bad[0].error or

@@ -4,8 +4,8 @@ The reference is what every build's parity is graded against. It is captured
 from the profile's reference command (for the demo an independent numpy
 implementation of the same model), validated by the same strict reader as any
 engine's output, stored in the profile's format (float32 logits, or their top-k form:
-console.core.topk) and pinned by its sha256. Beside it, its record says how it was made,
-including its backend (console.core.backend): where it was computed, which a round's builds
+console.core.records.topk) and pinned by its sha256. Beside it, its record says how it was made,
+including its backend (console.core.provenance.backend): where it was computed, which a round's builds
 must match.
 """
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import parity, refdiff, topk
-from ..core.backend import Backend, backend_of
+from ..core.records import parity, topk
+from ..core.provenance import refdiff
+from ..core.provenance.backend import Backend, backend_of
 from ..engine import buildkey, protocol, reffile, sources
 from ..engine.sources import sha256_path
 from ..errors import InfraError
@@ -38,7 +39,7 @@ from ..runtime import make_runtime
 from ..telemetry import open_telemetry
 from ..telemetry.facts import gpu_facts, host_facts
 from .node import backend, use_gpus
-from .plan import DOC_NAME, document_problem, fill, logits_argv
+from .schedule import DOC_NAME, document_problem, fill, logits_argv
 
 
 def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = False,

@@ -12,13 +12,13 @@ from typing import Callable
 from .. import events as ev
 from ..engine import protocol
 from ..engine.adapters import ADAPTERS
-from ..core import health
-from ..core.receipt import Rep
+from ..core.decisions import health
+from ..core.records.receipt import Rep
 from ..errors import InfraError
 from ..profile import Profile
 from ..telemetry.base import Telemetry
 from ..runtime.base import INPUTS_ROOT, OUT_ROOT, BuildResult, RunResult, Runtime
-from .plan import DOC_NAME, Item, fill
+from .schedule import DOC_NAME, Item, fill
 
 
 @dataclass
@@ -96,7 +96,7 @@ def run_rep(b: Bench, item: Item, attempt: int, emit: ev.Emit) -> tuple[Rep, Pat
             rep.status = "suspect"
     emit(ev.TelemetrySample(source=summary.get("source", "host"), values=latest(summary),
                             build=item.build, index=item.index))
-    emit(ev.RepDone(rep=rep.to_dict()))
+    emit(ev.RepDone(rep=rep))
     return rep, out_dir, res
 
 

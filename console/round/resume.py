@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results import journal
-from ..core.untrusted import safe_name
-from ..core.receipt import Rep, RepKey
+from ..core.records.untrusted import safe_name
+from ..core.records.receipt import Rep, RepKey
 from ..errors import InfraError, UsageError
 from ..profile import Source
 from ..runtime.base import BuildResult

@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 
 from .. import events as ev
-from ..core import apparatus, fingerprint, gate, identity, reruns
-from ..core.backend import BackendCheck
-from ..core import lock as lockrules
-from ..core.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
-from ..core.verdict import VerdictRecord
+from ..core.decisions import apparatus, counting, gate, parity_grade
+from ..core.provenance import fingerprint, identity, reruns
+from ..core.provenance.backend import BackendCheck
+from ..core.provenance import lock as lockrules
+from ..core.records.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
+from ..core.records.verdict import VerdictRecord
 from ..engine import sources
 from ..results import lockfile, store
 from ..clock import utc_now
@@ -32,7 +33,8 @@ from .builds import Builder
 from .lifecycle import Lifecycle
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
 from .node import backend, check_backend, refuse_unfit, use_gpus
-from .plan import DOC_NAME, RoundConfig, check_pins, new_round_id, plan_record
+from .plan import RoundConfig, check_pins, new_round_id, plan_record
+from .schedule import DOC_NAME
 from .reps import Bench
 from .measure import measure_of
 from .serving.servers import Servers
@@ -266,7 +268,7 @@ class Round(Lifecycle):
         self._adjudicate(b, par, ref)
         if self.p.accuracy is None:
             return
-        if not gate.grade_parity(receipt, self.p.gate).passed:
+        if not parity_grade.grade_parity(receipt, self.p.gate).passed:
             # the round stops at the stage that rejects it: no score could undo a parity failure
             self.notice("info", "accuracy-skipped", "task accuracy was not measured: parity already rejects "
                          "the candidate, and no score could change that")
@@ -278,13 +280,13 @@ class Round(Lifecycle):
         if self.p.adjudication is None or par.candidate is None or par.main is None or par.candidate.error:
             return
         rules = self.p.gate
-        graded = gate.grade_depths(par.candidate, par.main, rules)
-        border = gate.borderline(par.candidate, graded, rules)
+        graded = parity_grade.grade_depths(par.candidate, par.main, rules)
+        border = parity_grade.borderline(par.candidate, graded, rules)
         if not border:
             return
         par.adjudication = settle(b, border, ref, self.reference_is_main,
                                   self.emit, self.check_abort)
-        ruling = gate.adjudicate(par.candidate, graded, rules, par.adjudication)
+        ruling = parity_grade.adjudicate(par.candidate, graded, rules, par.adjudication)
         if ruling is not None:
             self.emit(ev.AdjudicationStep(step="ruling", message=ruling.summary, figures=ruling.to_dict(),
                                            ok=ruling.passed))
@@ -303,7 +305,7 @@ class Round(Lifecycle):
         else:
             record.reference = accuracy_stage.answer(b, "reference", "main", tasks, self.emit, self.check_abort)
         record.candidate = accuracy_stage.answer(b, "candidate", "candidate", tasks, self.emit, self.check_abort)
-        table, reasons = gate.grade_accuracy(receipt, self.p.gate)
+        table, reasons = parity_grade.grade_accuracy(receipt, self.p.gate)
         self.emit(ev.AccuracyGraded(grade={k: v for k, v in (table or {}).items()
                                             if k not in ("reference_ok", "candidate_ok")},
                                      reasons=[r.message for r in reasons]))
@@ -327,12 +329,12 @@ class Round(Lifecycle):
         """The verdict (the gate's alone), then seal, reports and the lock."""
         rules = self.p.gate
         receipt.ended_at = utc_now()
-        receipt.summary = gate.summarize(receipt, rules)
+        receipt.summary = counting.summarize(receipt, rules)
         verdict = gate.decide(receipt, rules)
         receipt.verdict = VerdictRecord.of(verdict)
         self.kind.on_verdict(receipt, verdict)
         self.emit(ev.PhaseStarted(phase="verdict"))
-        self.emit(ev.VerdictReady(verdict=receipt.verdict.to_dict()))
+        self.emit(ev.VerdictReady(verdict=receipt.verdict))
         receipt.freeze()        # what is sealed is final: nothing after this may edit it
         sealed = after.seal(self.cfg.out_dir, receipt, self.notice)
         self.receipt, self.receipt_path, self.sealed = sealed.document, sealed.path, sealed.receipt

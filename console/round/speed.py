@@ -2,7 +2,7 @@
 outcome is decided or the budget is spent, the tail (guards), and the timed path's check.
 
 ``timed_pairs`` is the loop every round runs (and benchmarks/decision_quality.py drives):
-``gate.progress`` after every pair, the same code the verdict runs.
+``speed.progress`` after every pair, the same code the verdict runs.
 """
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Callable
 
 from .. import events as ev
-from ..core import gate, health, reruns, sequential, sizing
-from ..core.receipt import Receipt, Rep, RepKey, Sequential
-from ..core.verdict import json_safe
+from ..core.decisions import speed, health
+from ..core.provenance import reruns
+from ..core.statistics import sequential, sizing
+from ..core.records.receipt import Receipt, Rep, RepKey, Sequential
+from ..core.records.verdict import json_safe
 from .inputs import warm_read
-from .plan import Item, RoundConfig, pair_budget, schedule_head, schedule_tail, timed_pair
+from .plan import RoundConfig, pair_budget
+from .schedule import Item, schedule_head, schedule_tail, timed_pair
 from .reps import Bench, run_until_trusted
 
 
@@ -110,7 +113,7 @@ class Speed:
         """Timed pairs until the outcome is decided or the budget is spent; returns the pairs run.
 
         A noise round runs its whole budget (it measures, it decides nothing). A round looks
-        after every pair (``gate.progress``: the same code the verdict runs), stops when
+        after every pair (``speed.progress``: the same code the verdict runs), stops when
         the decision is made (and an accepted tier is settled), when a build's claims are
         already refused, or when the pairs or minutes of the budget are spent.
         """
@@ -127,7 +130,7 @@ class Speed:
             k += 1
             if not cfg.kind.decides:    # it measures its whole budget
                 continue
-            d = gate.progress(receipt, p.gate)
+            d = speed.progress(receipt, p.gate)
             if d is None:
                 stopped, self.claims_refused = "claims", True
                 self._notice("warn", "claims-refused", "a build's runs or claims were refused: no more timed pairs "

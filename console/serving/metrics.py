@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from console.core.serving import SLO_KEYS
+from console.core.decisions.serving import SLO_KEYS
 from console.serving.client import Block, RequestRecord
 
 

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.untrusted import loads
+from ..core.records.untrusted import loads
 from ..files import read_capped
 
 FILE_KEYS = ("prompt", "max_tokens", "input_tokens")

@@ -1,7 +1,7 @@
 """The one telemetry interface the round uses, whatever the node has.
 
 ``Telemetry.preflight()`` describes the node before a round: the adapter's facts
-(``preflight_facts()``) and the findings ``console.core.health.preflight_findings``
+(``preflight_facts()``) and the findings ``console.core.decisions.health.preflight_findings``
 decides over them under ``PreflightRules``; adapters judge nothing themselves.
 ``Telemetry.monitor()`` samples it in a background thread around one rep, and
 ``RepMonitor.stop()`` returns that rep's summary. Both return plain JSON-safe dicts
@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from console.core.health import PreflightRules, finding, preflight_findings
+from console.core.decisions.health import PreflightRules, finding, preflight_findings
 
 MAX_SAMPLES = 20000      # about 80 min at 0.25 s; beyond that samples are thinned, never unbounded
 

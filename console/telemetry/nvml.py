@@ -2,7 +2,7 @@
 
 Preflight reads the facts that decide whether a node can be trusted for a round
 (driver, ECC state and error counts, remapped rows, clocks, power limit, other
-processes, free memory; ``console.core.health`` decides); per rep it samples clocks, temperature, power, clock-event
+processes, free memory; ``console.core.decisions.health`` decides); per rep it samples clocks, temperature, power, clock-event
 (throttle) reasons and compute processes, takes the energy counter's delta, and
 listens for XID critical errors. Any query a GPU does not support is recorded as
 "not supported" and the rest carries on. Host telemetry is gathered alongside.

@@ -224,9 +224,8 @@ class ConsoleApp(App[int]):
         if isinstance(focused, RepTable):
             rep = focused.selected_record()
             if rep is not None:
-                title = (f"rep {rep.get('build')} {rep.get('phase')} #{rep.get('index')} "
-                         f"(position {rep.get('position')}, {rep.get('status')})")
-                self.push_screen(LogScreen(title, [str(x) for x in rep.get("log_tail") or []]))
+                title = f"rep {rep.build} {rep.phase} #{rep.index} (position {rep.position}, {rep.status})"
+                self.push_screen(LogScreen(title, [str(x) for x in rep.log_tail]))
                 return
         panel = None
         node = focused

@@ -14,8 +14,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Log, Static
 
 from .. import events as ev
-from ..core.bisection import Mark, open_range
-from ..core.untrusted import printable
+from ..core.provenance.bisection import Mark, open_range
+from ..core.records.untrusted import printable
 from ..reports.text import LineReporter
 
 SYMBOLS = {Mark.GOOD: ("✓", "bold blue"), Mark.BAD: ("✗", "bold red"), Mark.SKIP: ("s", "dim"),

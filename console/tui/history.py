@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from ..core.history import History, Series
-from ..core.untrusted import printable
+from ..core.provenance.history import History, Series
+from ..core.records.untrusted import printable
 
 
 class SeriesPlot(PlotextPlot):

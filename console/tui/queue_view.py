@@ -18,10 +18,11 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from ..core import queue as policy
-from ..core.progress import Tracker
-from ..core.queue import CLOSED, State
-from ..core.untrusted import printable
+from ..core.decisions import queue as policy
+from ..core.decisions.progress import Tracker
+from ..core.decisions.queue import CLOSED, State
+from .. import events as ev
+from ..core.records.untrusted import printable
 from ..results.journal import JOURNAL_DIR, read_journal
 from ..queueing.store import QueueStore, Row
 from .widgets.linetable import Column, LineTable
@@ -61,16 +62,14 @@ def live_round(row: Row) -> str:
     journal = journal_of(row)
     if journal is None:
         return "starting…" if row.profile else ""
-    events = read_journal(journal).events
     phase, tracker, progress = "", Tracker(), None
-    for e in events:
-        kind = e.get("kind")
-        if kind == "round_started":
-            tracker.start(e.get("plan") or {})
-        elif kind == "phase_started":
-            phase = str(e.get("phase", ""))
-        elif kind == "rep_done":
-            progress = tracker.rep_done(e.get("rep") or {}, float(e.get("at") or 0)) or progress
+    for e in read_journal(journal).typed():
+        if isinstance(e, ev.RoundStarted):
+            tracker.start(e.plan)
+        elif isinstance(e, ev.PhaseStarted):
+            phase = e.phase
+        elif isinstance(e, ev.RepDone):
+            progress = tracker.rep_done(e.rep, e.at) or progress
     return phase + (f", {progress.text()}" if progress is not None else "")
 
 

@@ -13,8 +13,8 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Sequence
 
-from console.core.receipt import SCHEMA, Receipt
-from console.core.stats import interleaved_order
+from console.core.records.receipt import SCHEMA, Receipt
+from console.core.statistics.stats import interleaved_order
 from console.profile import GateRules, Guard
 
 DEPTHS = (4, 128, 256, 512, 1024, 2048, 4096)

@@ -4,8 +4,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import accuracy as acc
-from console.core.rules import GateRules
+from console.core.decisions import accuracy as acc
+from console.core.records.rules import GateRules
 
 RULES = GateRules()
 

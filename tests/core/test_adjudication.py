@@ -1,9 +1,9 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import adjudication as adj
-from console.core.adjudication import Adjudication, Variant
-from console.core.rules import GateRules
+from console.core.records import adjudication as adj
+from console.core.records.adjudication import Adjudication, Variant
+from console.core.records.rules import GateRules
 
 RULES = GateRules(kl_max=0.05, borderline_kl=0.10, top1_min=0.75)
 REF = [[1, 2, 3, 4]] * 10          # 40 positions

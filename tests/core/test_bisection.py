@@ -6,9 +6,9 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import bisection as B
-from console.core.bisection import Mark
-from console.core.rules import GateRules
+from console.core.provenance import bisection as B
+from console.core.provenance.bisection import Mark
+from console.core.records.rules import GateRules
 
 
 def _walk(n: int, first_bad: int, unjudged: frozenset[int] = frozenset()) -> tuple[dict[int, Mark], list[int]]:

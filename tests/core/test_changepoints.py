@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import changepoints as cp
+from console.core.statistics import changepoints as cp
 
 
 def _noisy(levels: list[float], sd: float = 0.01, seed: int = 1) -> list[float]:

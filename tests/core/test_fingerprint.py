@@ -1,9 +1,13 @@
 """A node's fingerprint: a digest of exactly the facts it names, stable, and the facts that differ named."""
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, strategies as st
 
-from console.core import fingerprint as F
+from console.core.provenance import fingerprint as F
+from console.core.records.receipt import Receipt
+from core.receipts import make_receipt
 
 XEON_H200 = {"hostname": "gpu-17", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 16,
              "kernel": "6.8.0", "python": "3.12.3",
@@ -37,9 +41,9 @@ def test_the_issue_s_two_machines_differ_and_say_in_what():
 
 def test_a_receipt_without_the_driver_on_its_host_gives_it_from_its_preflight():
     host = {k: v for k, v in XEON_H200.items() if k != "gpu_driver"}
-    old = {"host": host, "preflight": {"driver": {"driver_version": "550.54.15"}}}
+    old = dataclasses.replace(Receipt.from_dict(make_receipt()), host=host, preflight={"driver": {"driver_version": "550.54.15"}})
     assert F.of_receipt(old) == F.of_host(XEON_H200)
-    assert F.of_receipt({}) == F.of_host({})          # no host facts: one 'unknown' node
+    assert F.of_receipt(dataclasses.replace(Receipt.from_dict(make_receipt()), host={})) == F.of_host({})   # no host facts: 'unknown'
 
 
 @given(hosts, st.randoms())

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core import gate
-from console.core.receipt import Receipt
+from console.core.decisions import counting, gate
+from console.core.records.receipt import Receipt
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = sorted((DATA / "receipts-v1").rglob("*.json"))
@@ -24,4 +24,4 @@ def test_each_fixture_receipt_re_derives_its_sealed_verdict(path: Path):
     assert (got["outcome"], got["tier"], got["exit_code"]) == (sealed["outcome"], sealed["tier"], sealed["exit_code"])
     assert [x["code"] for x in got["reasons"]] == [x["code"] for x in sealed["reasons"]]
     assert got["warnings"] == [{"code": "legacy-rules", "message": got["warnings"][0]["message"]}] + sealed["warnings"]
-    assert gate.summarize(r, r.rules) == r.summary
+    assert counting.summarize(r, r.rules) == r.summary

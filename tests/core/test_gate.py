@@ -7,9 +7,12 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from console.core.gate import BANDS, Verdict, band, counted, decide
-from console.core.receipt import SCHEMA_1
-from console.core.stats import stdev
+from console.core.records.verdict import BANDS, Verdict
+from console.core.statistics.sequential import band
+from console.core.decisions.counting import counted
+from console.core.decisions.gate import decide
+from console.core.records.receipt import SCHEMA_1
+from console.core.statistics.stats import stdev
 from console.profile import Bands, Guard, rules_from_dict
 
 from .receipts import MAIN, NOISY_CAND, OUTCOME_RECEIPTS, default_rules, depth_figures, make_receipt, timed, typed, variant
@@ -691,7 +694,7 @@ def test_a_step_within_the_round_is_infra_with_its_evidence():
 
 
 def test_schema_2_receipts_keep_the_rules_they_were_sealed_under():
-    from console.core.receipt import SCHEMA_2
+    from console.core.records.receipt import SCHEMA_2
     wobble = (0.986, 0.95, 0.984, 0.952, 0.985, 0.951, 0.983, 0.953)    # about −3.3 %, noisy
     cand = tuple(m * k for m, k in zip(MAIN, wobble))
     assert decide(typed(make_receipt(cand=cand, schema=SCHEMA_2)), RULES).outcome == "none"
@@ -726,7 +729,7 @@ def test_an_unsettled_tier_and_a_pinned_basis_are_said_in_the_verdict():
 
 
 def test_undecided_reports_do_not_say_decided_and_junit_fails_only_a_failing_exit():
-    from console.core.verdict import VerdictRecord
+    from console.core.records.verdict import VerdictRecord
     from console.reports.export.junit import junit_xml
     from console.reports.export.summary import markdown_summary
     r = typed(OUTCOME_RECEIPTS["undecided"]())
@@ -759,9 +762,11 @@ def test_an_undecided_round_with_a_step_stays_undecided_and_says_its_pairs_will_
     assert said and "will not pool" in said[0]
 
 
-@pytest.mark.parametrize("entry", ["decide", "progress", "summarize", "counted", "grade_parity", "grade_accuracy",
-                                   "parity_passes"])
-def test_the_gate_takes_a_read_receipt_and_says_so_when_given_a_document(entry):
-    from console.core import gate
+@pytest.mark.parametrize("module, entry", [("gate", "decide"), ("speed", "progress"), ("counting", "summarize"),
+                                           ("counting", "counted"), ("parity_grade", "grade_parity"),
+                                           ("parity_grade", "grade_accuracy"), ("parity_grade", "parity_passes")])
+def test_the_gate_takes_a_read_receipt_and_says_so_when_given_a_document(module, entry):
+    import importlib
+    stage = importlib.import_module(f"console.core.decisions.{module}")
     with pytest.raises(TypeError, match="Receipt.from_dict"):
-        getattr(gate, entry)(make_receipt(), RULES)
+        getattr(stage, entry)(make_receipt(), RULES)

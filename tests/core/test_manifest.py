@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.manifest import FORMAT, Manifest, ManifestError, Piece, digest, problems
+from console.core.provenance.manifest import FORMAT, Manifest, ManifestError, Piece, digest, problems
 
 A = "a" * 64
 B = "b" * 64

@@ -8,10 +8,12 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import gate, matrix, sequential
-from console.core.matrix import Cell, CellResult, MatrixSpec
-from console.core.receipt import Receipt
-from console.core.rules import GateRules
+from console.core.decisions import cells, counting, gate
+from console.core.records import matrix
+from console.core.statistics import sequential
+from console.core.records.matrix import Cell, CellResult, MatrixSpec
+from console.core.records.receipt import Receipt
+from console.core.records.rules import GateRules
 
 from core.receipts import make_matrix_receipt, typed
 
@@ -139,13 +141,13 @@ def test_a_guarded_cell_still_open_holds_the_acceptance():
 
 def test_the_stopping_rule_reads_the_same_decisions_the_verdict_does():
     r = typed(make_matrix_receipt({1024: (FAST, scaled(FAST, 1.30)), 4096: (FAST, scaled(FAST, 0.80))}))
-    found = gate.matrix_progress(r, r.rules)
+    found = cells.matrix_progress(r, r.rules)
     assert [(c.key, d.state) for c, d in found] == [("depth=1024", "accepted"), ("depth=4096", "slower")]
 
 
 def test_the_home_cells_runs_are_the_long_runs_of_the_wall_clock_differential():
     r = typed(make_matrix_receipt({1024: (FAST, scaled(FAST, 1.30)), 4096: (FAST, scaled(FAST, 1.07))}))
-    c = gate.counted(r, r.rules)
+    c = counting.counted(r, r.rules)
     assert c.differential["candidate"]["checked"] and c.differential["candidate"]["tokens"] == 192
     assert not c.problems["candidate"]
 
@@ -162,7 +164,7 @@ def test_a_cells_pin_is_its_own_frontier():
 
 
 def test_compare_lines_up_the_cells_of_two_matrix_rounds_by_their_axes():
-    from console.core.compare import Source, compare
+    from console.core.provenance.compare import Source, compare
     a = typed(make_matrix_receipt({1024: (FAST, scaled(FAST, 1.30)), 4096: (FAST, scaled(FAST, 0.80))}))
     b = typed(make_matrix_receipt({1024: (FAST, scaled(FAST, 1.25)), 4096: (FAST, scaled(FAST, 1.05))}))
     c = compare([Source("a", a), Source("b", b)])
@@ -186,5 +188,5 @@ def test_a_replayed_matrix_receipt_shows_its_cells_as_the_verdict_decided_them()
     doc = make_matrix_receipt({1024: (FAST, scaled(FAST, 1.30)), 4096: (FAST, scaled(FAST, 0.80))})
     events = list(events_from_receipt(doc))
     cells = [e for e in events if isinstance(e, ev.CellsStep)]
-    assert len(cells) == 1 and [c["state"] for c in cells[0].cells] == ["accepted", "slower"]
+    assert len(cells) == 1 and [c.state for c in cells[0].cells] == ["accepted", "slower"]
     assert events.index(cells[0]) < next(i for i, e in enumerate(events) if isinstance(e, ev.VerdictReady))

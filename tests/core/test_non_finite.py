@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from console.core import serving
-from console.core.gate import decide
-from console.core.receipt import Receipt, ReceiptError
-from console.core.rules import GateRules, LatencyGuard
-from console.core.sequential import sequence_at, stats_of
+from console.core.decisions import serving
+from console.core.decisions.gate import decide
+from console.core.records.receipt import Receipt, ReceiptError
+from console.core.records.rules import GateRules, LatencyGuard
+from console.core.statistics.sequential import sequence_at, stats_of
 
 from .receipts import MAIN, OUTCOME_RECEIPTS, default_rules, make_receipt, timed
 
@@ -255,11 +255,11 @@ def test_a_kernel_spread_that_is_not_finite_excuses_no_borderline_depth(bad):
 
 
 def test_an_interval_that_empties_at_the_miss_level_only_names_that_level_s_crossed_ends():
-    from console.core.gate import _conflict
-    from console.core.sequential import Decision
+    from console.core.decisions.speed import conflict
+    from console.core.statistics.sequential import Decision
     d = Decision("conflict", 12, 0, 0.03, (0.01, 0.05), 0.02, (0.01, 0.05), 0.02, lower_miss=0.025,
                  conflict="narrowed")
-    r = _conflict(d, default_rules())
+    r = conflict(d, default_rules())
     assert r.code == "interval-empty" and (r.value, r.bar) == (0.025, 0.02)
     assert "at the 1% false-accept level [+1.0%, +5.0%]" in r.message
     assert "at the 5% miss level the lower end +2.5% is above the upper end +2.0%" in r.message

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core.parity import (KL_QUANTILES, DepthFigures, KLStats, ParityInputError, depth_status, drift_ratio,
+from console.core.records.parity import (KL_QUANTILES, DepthFigures, KLStats, ParityInputError, depth_status, drift_ratio,
                                  grade_logits, grade_row, kl_stats, log_softmax, next_token_ids, worst_depth)
 from console.profile import GateRules
 
@@ -396,8 +396,8 @@ def test_old_receipts_load_without_stats_and_re_derive_their_verdict():
     import json
     from pathlib import Path
 
-    from console.core import gate
-    from console.core.receipt import Receipt
+    from console.core.decisions import gate
+    from console.core.records.receipt import Receipt
     sealed = sorted((Path(__file__).resolve().parents[1] / "data" / "receipts-v1" / "receipts").glob("*.json"))
     assert sealed
     for path in sealed:
@@ -412,8 +412,8 @@ def test_old_receipts_load_without_stats_and_re_derive_their_verdict():
 
 
 def test_stats_are_reported_never_gated():
-    from console.core import gate
-    from console.core.receipt import Receipt
+    from console.core.decisions import gate
+    from console.core.records.receipt import Receipt
     from core.receipts import default_rules, make_receipt
     bare = make_receipt()
     spread = kl_stats([1e-6, 2.0], [True, False], [0.5, -0.5]).to_dict()   # a wild spread

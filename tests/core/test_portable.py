@@ -7,7 +7,7 @@ import math
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from console.core import portable
+from console.core.statistics import portable
 
 NONPOSITIVE = st.floats(min_value=-760.0, max_value=0.0, allow_nan=False)
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from console.core.health import PreflightRules, finding, gpu_findings, host_findings, preflight_findings
+from console.core.decisions.health import PreflightRules, finding, gpu_findings, host_findings, preflight_findings
 
 GiB, MiB = 1 << 30, 1 << 20
 TENTH = math.ceil(0.10 * 64 * GiB)      # the first byte count not below a tenth of 64 GiB
@@ -129,7 +129,7 @@ def test_rules_are_frozen_with_todays_defaults():
 
 
 def test_the_core_imports_no_edge():
-    code = ("import sys, console.core.health, console.core.lock; "
+    code = ("import sys, console.core.decisions.health, console.core.provenance.lock; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tomlkit', 'docker', 'textual', 'pynvml')"
             " or m.startswith('console.telemetry')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

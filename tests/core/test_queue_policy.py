@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.core import queue as q
-from console.core.queue import OPEN, Candidate, QueueRules, State
-from console.core.verdict import unsealed_status
+from console.core.decisions import queue as q
+from console.core.decisions.queue import OPEN, Candidate, QueueRules, State
+from console.core.records.verdict import unsealed_status
 
 AUTHORS = ["ada", "bo", "cy"]
 FILES = ["src/a.c", "src/b.c", "src/c.c", "Makefile"]

@@ -5,10 +5,11 @@ from pathlib import Path
 import pytest
 
 from console.results import store
-from console.core import gate, ledger
-from console.core.receipt import SCHEMA, FrozenReceiptError, Receipt, ReceiptError, Rep, RepKey
-from console.core.sizing import Sizing, size_repeats
-from console.core.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord
+from console.core.decisions import counting, gate
+from console.core.provenance import ledger
+from console.core.records.receipt import SCHEMA, FrozenReceiptError, Receipt, ReceiptError, Rep, RepKey
+from console.core.statistics.sizing import Sizing, size_repeats
+from console.core.records.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord
 
 from .receipts import default_rules, make_receipt
 
@@ -105,7 +106,7 @@ def test_receipts_sealed_before_the_typed_model_re_derive_the_same_verdict(path)
     _subset(d, json.loads(json.dumps(r.to_dict())))   # nothing the old receipt holds is lost or changed
     v = gate.decide(r, r.rules).to_dict()
     assert as_sealed_then(v) == close_to(d["verdict"])
-    assert {b: f.to_dict() for b, f in gate.summarize(r, r.rules).items()} == d["summary"]
+    assert {b: f.to_dict() for b, f in counting.summarize(r, r.rules).items()} == d["summary"]
 
 
 def close_to(x):
@@ -187,7 +188,7 @@ def test_a_sealed_receipt_re_derives_the_verdict_it_would_unfrozen(tmp_path):
     unsealed = Receipt.from_dict({k: v for k, v in d.items() if k != "seal"})
     assert not unsealed.frozen
     assert gate.decide(r, r.rules).to_dict() == gate.decide(unsealed, unsealed.rules).to_dict()
-    assert gate.summarize(r, r.rules) == gate.summarize(unsealed, unsealed.rules)
+    assert counting.summarize(r, r.rules) == counting.summarize(unsealed, unsealed.rules)
     assert gate.decide(r, r.rules).outcome == d["verdict"]["outcome"]
     json.dumps(gate.decide(r, r.rules).to_dict())      # the verdict holds no read-only part of the receipt
 

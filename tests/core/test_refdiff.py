@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import refdiff, topk
+from console.core.provenance import refdiff
+from console.core.records import topk
 
 DEPTHS = [32, 128]
 

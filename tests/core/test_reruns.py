@@ -1,10 +1,11 @@
 """Reruns of one candidate: which sealed rounds pool, and what the ledger checks about them."""
 import copy
 
-from console.core import identity
-from console.core import ledger as L
-from console.core import reruns
-from console.core.receipt import ProfileRecord, Receipt
+from console.core.provenance.ledger import Receipts
+from console.core.provenance import identity
+from console.core.provenance import ledger as L
+from console.core.provenance import reruns
+from console.core.records.receipt import ProfileRecord, Receipt
 
 from .receipts import make_receipt
 
@@ -64,22 +65,22 @@ def test_earlier_rounds_of_the_experiment_pool_and_infra_rounds_do_not():
     a_id, a = sealed(with_experiment(make_receipt()))
     b_id, b = sealed(with_experiment(make_receipt(status="infra")), a_id)
     c_id, c = sealed(with_experiment(make_receipt(), exp="other"), b_id)
-    prior = reruns.prior_rounds({a_id: a, b_id: b, c_id: c}, "e1")
+    prior = reruns.prior_rounds(Receipts.read({a_id: a, b_id: b, c_id: c}), "e1")
     assert [p.receipt for p in prior] == [a_id] and len(prior[0].log_ratios) == 8
 
 
 def test_the_ledger_checks_every_pooled_round_a_receipt_cites():
     a_id, a = sealed(with_experiment(make_receipt()))
-    (pr,) = reruns.prior_rounds({a_id: a}, "e1")
+    (pr,) = reruns.prior_rounds(Receipts.read({a_id: a}), "e1")
     b_id, b = sealed(with_experiment(make_receipt(), prior=[pr.to_dict()]), a_id)
-    assert reruns.prior_problems({a_id: a, b_id: b}) == []
+    assert reruns.prior_problems(Receipts.read({a_id: a, b_id: b})) == []
     forged = copy.deepcopy(b)
     forged["sequential"]["prior"][0]["log_ratios"][0] += 0.05
-    assert [p.code for p in reruns.prior_problems({a_id: a, b_id: forged})] == ["prior-pairs-differ"]
-    assert [p.code for p in reruns.prior_problems({b_id: b})] == ["prior-not-in-ledger"]
+    assert [p.code for p in reruns.prior_problems(Receipts.read({a_id: a, b_id: forged}))] == ["prior-pairs-differ"]
+    assert [p.code for p in reruns.prior_problems(Receipts.read({b_id: b}))] == ["prior-not-in-ledger"]
     moved = copy.deepcopy(b)
     moved["sequential"]["experiment"] = "e2"
-    assert [p.code for p in reruns.prior_problems({a_id: a, b_id: moved})] == ["prior-other-experiment"]
+    assert [p.code for p in reruns.prior_problems(Receipts.read({a_id: a, b_id: moved}))] == ["prior-other-experiment"]
 
 
 def _of(r, trees, prior=(), fresh=False, runtime="docker", current=True, **run):
@@ -98,7 +99,7 @@ def _of(r, trees, prior=(), fresh=False, runtime="docker", current=True, **run):
 def _look(ledger, trees=TREES, fresh=False, kind="round", runtime="docker", current=True, **run):
     """What a round of ``trees`` finds in ``ledger`` before it measures anything."""
     t = Receipt.from_dict(_of(make_receipt(kind=kind), trees, runtime=runtime, current=current, **run))
-    return reruns.look_back(ledger, t.profile, trees, identity.of_receipt(t), fresh=fresh, kind=kind)
+    return reruns.look_back(Receipts.read(ledger), t.profile, trees, identity.of_receipt(t), fresh=fresh, kind=kind)
 
 
 def test_a_decided_experiment_says_by_which_round_and_its_exit_code():
@@ -149,15 +150,15 @@ def _stepped(first: float, then: float):
 
 
 def test_a_round_decided_slower_beside_a_step_change_still_decides_its_reruns():
-    from console.core.gate import decide
-    from console.core.receipt import Receipt
+    from console.core.decisions.gate import decide
+    from console.core.records.receipt import Receipt
     a_id, a = sealed(_of(_stepped(0.85, 0.72), TREES))
     r = Receipt.from_dict(a)
     v = decide(r, r.rules)
     assert v.outcome == "slower" and v.exit_code == 1 and "step-change" in {w.code for w in v.warnings}
     look = _look({a_id: a})
     assert look.decided_by == (a_id, a["round_id"], "slower", 1)
-    assert look.prior == [] and reruns.prior_rounds({a_id: a}, a["sequential"]["experiment"]) == []
+    assert look.prior == [] and reruns.prior_rounds(Receipts.read({a_id: a}), a["sequential"]["experiment"]) == []
     assert "its own pairs changed level mid-round" in look.decided_sentence()
 
 
@@ -205,9 +206,9 @@ def test_rounds_sealed_before_the_identity_pool_with_their_like_not_with_rounds_
     assert look.prior == [] and look.decided_by is None
     assert look.others == [f"round {a['round_id']} ({a_id[:12]}): sealed under an older experiment identity"]
     # and the ledger still vouches for an old round that pooled an older one
-    (pr,) = reruns.prior_rounds({a_id: a}, a["sequential"]["experiment"])
+    (pr,) = reruns.prior_rounds(Receipts.read({a_id: a}), a["sequential"]["experiment"])
     b_id, b = sealed(_of(make_receipt(), TREES, current=False, prior=[pr.to_dict()]), a_id)
-    assert reruns.prior_problems({a_id: a, b_id: b}) == []
+    assert reruns.prior_problems(Receipts.read({a_id: a, b_id: b})) == []
 
 
 def test_the_gpu_model_and_files_are_part_of_the_identity():
@@ -216,7 +217,7 @@ def test_the_gpu_model_and_files_are_part_of_the_identity():
     h200 = identity.of(p, {"kind": "docker"}, {"gpus": [{"name": "NVIDIA H200"}]}, None)
     assert h200.parts["gpu"] == "1 x NVIDIA H200" and bare.parts["gpu"] == ""
     assert bare.differences(h200) == ["gpu 1 x NVIDIA H200 not (none)"]
-    from console.core.receipt import Inputs
+    from console.core.records.receipt import Inputs
     m1 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "1" * 64}]))
     m2 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/b", "sha256": "1" * 64}]))
     m3 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "2" * 64}]))

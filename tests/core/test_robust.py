@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import robust, sequential as S
-from console.core.rules import Bands, GateRules, rules_from_dict
+from console.core.statistics import robust, sequential as S
+from console.core.records.rules import Bands, GateRules, rules_from_dict
 
 BANDS = Bands()
 SAME = S.Basis(main_level=100.0)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import sequential as S
-from console.core.rules import Bands
+from console.core.statistics import sequential as S
+from console.core.records.rules import Bands
 
 DESIGN = S.Design()
 BANDS = Bands()

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from console.core import gate, served_tokens as stk
-from console.core.served import GradedRequest, ServedCheck, ServedGrade
+from console.core.decisions import parity_grade, served_tokens as stk
+from console.core.records.served import GradedRequest, ServedCheck, ServedGrade
 
 
 def req(build: str, gaps: list[float], i: int = 0) -> GradedRequest:
@@ -51,7 +51,7 @@ def test_departures_no_more_often_than_mains_pass_and_mains_own_are_said():
 def test_the_gate_rejects_through_the_server_record_and_an_ungraded_round_is_infra():
     reasons, warnings = [], []
     par = type("P", (), {"server": ServedCheck(graded=grade(2, 30))})()
-    out = gate._grade_server(par, reasons, warnings)
+    out = parity_grade.grade_server(par, reasons, warnings)
     # (the check before timing has no sides here: "not checked" for each, beside the grading)
     assert [x.code for x in reasons if x.code != "server-check"] == ["served-tokens"]
     assert [w.message for w in warnings if w.code == "main-served-tokens"] == [
@@ -61,7 +61,7 @@ def test_the_gate_rejects_through_the_server_record_and_an_ungraded_round_is_inf
     reasons = []
     g = grade(0, 0)
     g.error = "the grade command exited 3"
-    gate._grade_server(type("P", (), {"server": ServedCheck(graded=g)})(), reasons, [])
+    parity_grade.grade_server(type("P", (), {"server": ServedCheck(graded=g)})(), reasons, [])
     assert [(x.code, x.build) for x in reasons if x.code != "server-check"] == [("served-tokens-ungraded", None)]
 
 
@@ -113,7 +113,7 @@ def test_a_candidate_that_serves_responses_the_console_cannot_grade_is_rejected_
 def test_mains_ungradable_responses_make_the_round_infra_not_a_pass():
     g = counted(grade(0, 0, n=16), (17, ["timed block 0 request 3: it failed"]), (16, []))
     reasons, warnings = [], []
-    gate._grade_server(type("P", (), {"server": ServedCheck(graded=g)})(), reasons, warnings)
+    parity_grade.grade_server(type("P", (), {"server": ServedCheck(graded=g)})(), reasons, warnings)
     [main] = [x for x in reasons if x.code == "served-tokens-main"]
     assert main.build is None and main.message.startswith("main's own server under load: 16 of the 17 responses")
 
@@ -172,8 +172,8 @@ def test_the_ratchet_never_rejects_a_candidate_no_worse_than_main_or_under_the_f
 # --- before the blocks and around them ------------------------------------------------------
 
 def test_a_candidate_that_works_long_before_it_is_ready_is_said_with_both_figures():
-    from console.core.serving import ready_work
-    from console.core.served import ServedSide
+    from console.core.decisions.serving import ready_work
+    from console.core.records.served import ServedSide
     main, cand = ServedSide(ready_s=1.2, ready_cpu_s=0.9), ServedSide(ready_s=31.0, ready_cpu_s=29.5)
     said = ready_work(main, cand)
     assert said.startswith("the candidate's server spent 29.5 CPU seconds before it was ready (31.0 s wall), "
@@ -184,18 +184,18 @@ def test_a_candidate_that_works_long_before_it_is_ready_is_said_with_both_figure
 
 
 def test_a_revealed_seed_that_is_not_the_committed_one_is_infra_and_a_public_workload_is_said():
-    from console.core.served import WorkloadDraw, commitment_of
+    from console.core.records.served import WorkloadDraw, commitment_of
     good = WorkloadDraw(seed="ab" * 16, commitment=commitment_of("ab" * 16), drawn=4, space_log10=21.6)
     assert good.holds() and ServedCheck.from_dict(ServedCheck(workload=good).to_dict()).workload == good
     warnings = []
-    gate._grade_server(type("P", (), {"server": ServedCheck(workload=good)})(), [], warnings)
+    parity_grade.grade_server(type("P", (), {"server": ServedCheck(workload=good)})(), [], warnings)
     assert not [w for w in warnings if w.code.startswith("workload")]
     public = WorkloadDraw(seed="ab" * 16, commitment=good.commitment, drawn=0)
-    gate._grade_server(type("P", (), {"server": ServedCheck(workload=public)})(), [], warnings)
+    parity_grade.grade_server(type("P", (), {"server": ServedCheck(workload=public)})(), [], warnings)
     [w] = [w for w in warnings if w.code == "workload-public"]
     assert "each was public before the round" in w.message
     reasons = []
     bad = WorkloadDraw(seed="cd" * 16, commitment=good.commitment)
-    gate._grade_server(type("P", (), {"server": ServedCheck(workload=bad)})(), reasons, [])
+    parity_grade.grade_server(type("P", (), {"server": ServedCheck(workload=bad)})(), reasons, [])
     [x] = [x for x in reasons if x.code == "workload-commitment"]
     assert x.build is None and "is not the one whose sha256" in x.message

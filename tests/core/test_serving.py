@@ -6,11 +6,11 @@ import math
 
 from hypothesis import given, strategies as st
 
-from console.core import gate
-from console.core.receipt import Receipt
-from console.core.rules import GateRules, LatencyGuard
-from console.core.served import Completion, ServedCheck, ServedSide
-from console.core.serving import LATENCIES, agreed, cache_problem, latency_rows, side_problems
+from console.core.decisions import counting, gate
+from console.core.records.receipt import Receipt
+from console.core.records.rules import GateRules, LatencyGuard
+from console.core.records.served import Completion, ServedCheck, ServedSide
+from console.core.decisions.serving import LATENCIES, agreed, cache_problem, latency_rows, side_problems
 
 from .receipts import make_receipt
 
@@ -124,7 +124,7 @@ def test_a_serving_round_has_no_wall_clock_differential_and_its_latency_guard_ca
     fine = gate.decide(Receipt.from_dict(_receipt(ok, rules)), rules)
     assert fine.outcome in ("accepted", "undecided") and not any(x.code.startswith("claim") for x in fine.reasons)
     assert fine.speed.guards["latency:ttft_p99_ms"]["status"] == "pass"
-    assert gate.counted(Receipt.from_dict(_receipt(ok, rules)), rules).differential == {"checked": False,
+    assert counting.counted(Receipt.from_dict(_receipt(ok, rules)), rules).differential == {"checked": False,
                                                                      "why": "measured by the console's load client"}
     slow = gate.decide(Receipt.from_dict(_receipt(ok, rules, cand_ttft=200.0)), rules)
     assert slow.outcome == "rejected" and slow.reasons[0].code == "latency-breach"

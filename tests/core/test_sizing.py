@@ -6,7 +6,7 @@ import statistics
 
 from hypothesis import given, strategies as st
 
-from console.core.sizing import MAX_REPEAT, Sizing, short_of, size_repeats
+from console.core.statistics.sizing import MAX_REPEAT, Sizing, short_of, size_repeats
 
 seconds = st.floats(min_value=1e-4, max_value=100, allow_nan=False)
 

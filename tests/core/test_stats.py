@@ -4,9 +4,9 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import stats
-from console.core.receipt import Rep
-from console.core.stats import (interleaved_order, mad_spread, median, noise_report, paired_ratios,
+from console.core.statistics import stats
+from console.core.records.receipt import Rep
+from console.core.statistics.stats import (interleaved_order, mad_spread, median, noise_report, paired_ratios,
                                 ratio_interval, spread, t_cdf, t_quantile)
 
 

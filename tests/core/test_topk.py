@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.core import parity, topk
-from console.core.parity import ParityInputError
+from console.core.records import parity, topk
+from console.core.records.parity import ParityInputError
 
 
 def logits(shape, seed=0, scale=3.0, dtype=np.float32):

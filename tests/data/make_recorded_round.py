@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from console import events as ev  # noqa: E402
-from console.core import sequential as S  # noqa: E402
-from console.core.rules import Bands  # noqa: E402
-from console.core.verdict import json_safe  # noqa: E402
+from console.core.statistics import sequential as S  # noqa: E402
+from console.core.records.rules import Bands  # noqa: E402
+from console.core.records.verdict import json_safe  # noqa: E402
 
 DESIGN = S.Design()
 PREVIEW = S.preview(0.012, DESIGN, 0.05)

@@ -137,8 +137,8 @@ def test_a_lower_precision_kv_cache_drifts_under_the_bar_and_keeps_its_accuracy(
     assert [e.done for e in progress if e.build == "candidate"] == [40, 80, 120, 158]
     assert not [e for e in events if isinstance(e, ev.AdjudicationStep)]
     # console verdict re-derives it from the sealed receipt alone
-    from console.core import gate
-    from console.core.receipt import Receipt
+    from console.core.decisions import gate
+    from console.core.records.receipt import Receipt
     r = Receipt.from_dict(rnd.receipt)
     again = gate.decide(r, r.rules).to_dict()["parity"]["depths"]
     assert [row["status"] for row in again] == [row["status"] for row in v["parity"]["depths"]]

@@ -20,8 +20,8 @@ import pytest
 
 from console.queueing import worker as queueing
 from console.results import store
-from console.core import queue as policy
-from console.core.queue import State
+from console.core.decisions import queue as policy
+from console.core.decisions.queue import State
 from console.queueing.store import QueueStore
 
 pytestmark = [pytest.mark.slow]

@@ -14,8 +14,8 @@ import docker
 import pytest
 
 from console.results import store
-from console.core import queue as policy
-from console.core.queue import State
+from console.core.decisions import queue as policy
+from console.core.decisions.queue import State
 from console.queueing.store import QueueStore
 from slurm_cluster import NODES, Cluster
 

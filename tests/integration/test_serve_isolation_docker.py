@@ -14,7 +14,7 @@ import pytest
 
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
-from console.round.plan import DOC_NAME
+from console.round.schedule import DOC_NAME
 from console.runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT, SRC_ROOT
 from console.round.reps import Bench
 from console.round.serving.servers import Servers

@@ -81,10 +81,10 @@ def test_a_serving_round_checks_both_servers_then_times_paired_blocks(under_load
         assert rep["value"] == pytest.approx(fig["output_throughput"]) and fig["p99_ttft_ms"] >= fig["median_ttft_ms"]
         assert rep["telemetry"]["source"] and rep["suspect"] == [] and rep["reported"]["served_sha256"]
     # the latency guards read the same pairs (the verdict computes no speed once the grading rejects)
-    from console.core import gate, serving
-    from console.core.receipt import Receipt
+    from console.core.decisions import counting, serving
+    from console.core.records.receipt import Receipt
     sealed = Receipt.from_dict(r)
-    pairs = [(m.reported, c.reported) for m, c in gate.pairs_of(gate.counted(sealed, sealed.rules))]
+    pairs = [(m.reported, c.reported) for m, c in counting.pairs_of(counting.counted(sealed, sealed.rules))]
     rows = serving.latency_rows(pairs, sealed.rules.latency, sealed.rules.false_accept)
     assert set(rows) == {"ttft_p99_ms", "itl_p99_ms"} and all(row["pairs"] == 4 for row in rows.values()), rows
 
@@ -118,7 +118,7 @@ def test_every_served_token_is_graded_and_only_the_skimming_server_departs(under
 
 
 def test_the_revealed_seed_re_derives_every_blocks_requests(under_load, served):
-    from console.core.sweep import Level
+    from console.core.decisions.sweep import Level
     from console.round.serving.draw import block_requests
     from console.serving.workload import workload_sha256
     _, rnd, _ = under_load

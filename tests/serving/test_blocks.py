@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.core import health
+from console.core.decisions import health
 from console.errors import InfraError, Interrupted
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
-from console.round.plan import DOC_NAME, Item
+from console.round.schedule import DOC_NAME, Item
 from console.round.reps import Bench, run_until_trusted
 from console.round.serving.blocks import run_block
 from console.round.serving.servers import Servers, ServerDown
@@ -104,7 +104,7 @@ def test_a_server_that_misreports_its_work_fails_its_block_never_retried(tmp_pat
 def test_each_round_draws_its_timed_workload_and_commits_to_it(tmp_path):
     """The timed requests are a function of a seed drawn from the operating system when the blocks
     begin: two rounds never send the same work, and the seed's sha256 is what is said beforehand."""
-    from console.core.served import commitment_of
+    from console.core.records.served import commitment_of
     from console.round.serving.draw import block_requests
     from console.serving.workload import workload_sha256
     b = _bench(tmp_path, [sys.executable, str(SERVER), "--port", "{port}"])

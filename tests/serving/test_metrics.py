@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.serving.client import Block, RequestRecord
-from console.core.serving import LATENCIES, SCORED as METRICS
+from console.core.decisions.serving import LATENCIES, SCORED as METRICS
 from console.serving.metrics import failures, goodput, summarize_block
 
 

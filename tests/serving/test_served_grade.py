@@ -3,11 +3,11 @@ responses of the counted blocks can be graded and why the others cannot, that a 
 not the ones its rep sealed is not graded, and how a stream's text is matched with its ids."""
 from __future__ import annotations
 
-from console.core.receipt import ProfileRecord, Receipt, Rep
-from console.core.rules import GateRules
+from console.core.records.receipt import ProfileRecord, Receipt, Rep
+from console.core.records.rules import GateRules
 from console.round.serving import grade as sg
 from console.round.serving import record
-from console.round.plan import Item
+from console.round.schedule import Item
 from console.serving.client import Block, RequestRecord
 from console.serving.workload import Request
 
@@ -87,7 +87,7 @@ class _Harness:
 def test_each_prompts_answers_go_to_the_harness_side_by_side_once_each_on_every_core(tmp_path):
     import os
     from types import SimpleNamespace
-    from console.core.served import GradedRequest
+    from console.core.records.served import GradedRequest
     from console.paths import SERVER_PROFILE
     from console.profile import load_profile
     p = load_profile(SERVER_PROFILE)

@@ -12,7 +12,7 @@ import pytest
 from console.paths import SERVER_PROFILE
 from console.profile import load_profile
 from console.round.serving import servers as servers_mod
-from console.round.plan import DOC_NAME
+from console.round.schedule import DOC_NAME
 from console.round.reps import Bench
 from console.round.serving.servers import Servers
 from console.runtime.base import BuildResult, Served

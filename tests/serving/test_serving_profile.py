@@ -12,7 +12,7 @@ from console.errors import UsageError
 from console.paths import SERVER_PROFILE
 from console.profile import ProfileError, load_profile
 from console.round.serving.draw import block_requests, check_workload
-from console.core.sweep import Level
+from console.core.decisions.sweep import Level
 
 TEXT = SERVER_PROFILE.read_text()
 

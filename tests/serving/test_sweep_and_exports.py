@@ -6,8 +6,8 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from console.core.receipt import Receipt
-from console.core.sweep import Level, estimate, level_figures, parse_levels
+from console.core.records.receipt import Receipt
+from console.core.decisions.sweep import Level, estimate, level_figures, parse_levels
 from console.reports.export.vllm import vllm_result
 from console.reports.serving import block_table
 from console.reports.sweep_html import render_sweep
@@ -105,8 +105,8 @@ def test_a_builds_result_has_vllms_field_names_pooled_over_its_counted_blocks():
 
 def test_the_exporters_write_a_receipts_reports_and_a_sweeps_page_and_say_so(tmp_path, monkeypatch):
     # what `console run` / `console sweep` and the queue's worker leave beside a finished round's record
-    from console.core import gate
-    from console.core.rules import GateRules
+    from console.core.decisions import gate
+    from console.core.records.rules import GateRules
     from console.reports.export import export, export_notice
     from console.reports.export.junit import junit_xml
     from console.reports.export.summary import markdown_summary

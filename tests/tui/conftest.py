@@ -11,8 +11,9 @@ from typing import Any, Iterator
 import pytest
 
 from console import events as ev
-from console.core import gate
-from console.core.receipt import Receipt
+from console.core.decisions import gate
+from console.core.records.receipt import Receipt
+from console.core.records.verdict import VerdictRecord
 from console.reports.replay import read_journal
 from console.tui.app import ConsoleApp
 from core.receipts import VOCAB, default_rules, make_receipt  # tests/core: realistic receipts
@@ -74,23 +75,23 @@ def recorded_receipt(events: list[ev.Event]) -> dict[str, Any]:
               for e in events if isinstance(e, ev.ScoredPathChecked)}
     receipt = make_receipt(main_parity=figures["main"], cand_parity=figures["candidate"],
                            scored_path=scored, lock=dict(LOCK), rules=RULES)
-    receipt["reps"] = [e.rep for e in events if isinstance(e, ev.RepDone)]
+    receipt["reps"] = [e.rep.to_dict() for e in events if isinstance(e, ev.RepDone)]
     return receipt
 
 
-def gate_verdict(receipt: dict[str, Any], rules=RULES) -> dict[str, Any]:
+def gate_verdict(receipt: dict[str, Any], rules=RULES) -> VerdictRecord:
     """What the real gate decides, as the event stream carries it."""
-    return gate.decide(Receipt.from_dict(receipt), rules).to_dict()
+    return VerdictRecord.of(gate.decide(Receipt.from_dict(receipt), rules))
 
 
-def with_verdict(events: list[ev.Event], verdict: dict[str, Any]) -> list[ev.Event]:
+def with_verdict(events: list[ev.Event], verdict: VerdictRecord) -> list[ev.Event]:
     """The stream with ``verdict`` as its verdict and the round ending with its exit code."""
     out: list[ev.Event] = []
     for e in events:
         if isinstance(e, ev.VerdictReady):
             e = ev.VerdictReady(verdict=verdict, at=e.at)
         elif isinstance(e, ev.RoundEnded):
-            e = ev.RoundEnded(status=e.status, exit_code=verdict["exit_code"], message=e.message,
+            e = ev.RoundEnded(status=e.status, exit_code=verdict.exit_code, message=e.message,
                               receipt_path=e.receipt_path, at=e.at)
         out.append(e)
     return out

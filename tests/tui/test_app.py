@@ -86,16 +86,16 @@ async def test_verdict_banner_shows_tier_and_reasons(recorded):
         await feed(pilot, source, len(recorded))
         panel = app.dashboard.verdict
         verdict = next(e for e in recorded if isinstance(e, ev.VerdictReady)).verdict
-        assert verdict["outcome"] == "accepted" and verdict["tier"] == "m"
+        assert verdict.outcome == "accepted" and verdict.tier == "m"
         assert panel.label == "TIER M" and panel.has_class("-tier")
-        for reason in verdict["reasons"]:
-            assert reason["message"] in panel.text_plain
-        assert verdict["warnings"]
-        for warning in verdict["warnings"]:
-            assert warning["message"] in panel.text_plain
-        speed = verdict["speed"]
-        lo, hi = speed["interval"]
-        assert f"{speed['gain']:+.2%} [{lo:+.2%}, {hi:+.2%}]" in panel.text_plain
+        for reason in verdict.reasons:
+            assert reason.message in panel.text_plain
+        assert verdict.warnings
+        for warning in verdict.warnings:
+            assert warning.message in panel.text_plain
+        speed = verdict.speed
+        lo, hi = speed.interval
+        assert f"{speed.gain:+.2%} [{lo:+.2%}, {hi:+.2%}]" in panel.text_plain
         assert "band m" in panel.text_plain
         assert app.dashboard.header.status == "complete"
 
@@ -110,24 +110,24 @@ def _rejected(recorded: list[ev.Event]) -> list[ev.Event]:
            if isinstance(e, ev.ParityDone) and e.build == "candidate" else e for e in recorded]
     verdict = gate_verdict(recorded_receipt(out))
     # the depth's row lists what the gate found there
-    found = [r["message"] for r in verdict["reasons"] if r.get("depth") == 2048]
+    found = [r.message for r in verdict.reasons if r.depth == 2048]
     return with_verdict([replace(e, reasons=found) if at_2048(e) else e for e in out], verdict)
 
 
 async def test_rejected_verdict_shows_each_reason(recorded):
     events = _rejected(recorded)
     verdict = next(e for e in events if isinstance(e, ev.VerdictReady)).verdict
-    assert verdict["outcome"] == "rejected"
-    assert {"parity-kl", "parity-top1"} <= {r["code"] for r in verdict["reasons"]}
+    assert verdict.outcome == "rejected"
+    assert {"parity-kl", "parity-top1"} <= {r.code for r in verdict.reasons}
     app, source = _app(events)
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, source, len(events))
         panel = app.dashboard.verdict
         assert panel.label == "REJECTED"
         assert panel.has_class("-bad")
-        for reason in verdict["reasons"]:
-            assert reason["message"] in panel.text_plain
-        assert f"speed not computed: {verdict['speed']['suppressed']}" in panel.text_plain
+        for reason in verdict.reasons:
+            assert reason.message in panel.text_plain
+        assert f"speed not computed: {verdict.speed.suppressed}" in panel.text_plain
         table = app.dashboard.parity.table
         assert _cell(table, "2048", "grade") == "pass/fail"
         assert _cell(table, "2048", "depth") == "2048 ◀"
@@ -264,7 +264,7 @@ async def test_stream_error_is_reported():
 async def test_reps_table_follows_the_newest_rep_until_the_user_reads_an_older_one(recorded):
     app, source = _app(recorded)
     async with app.run_test(size=SIZE) as pilot:
-        half = index_of(recorded, lambda e: isinstance(e, ev.RepDone) and e.rep["phase"] == "timed")
+        half = index_of(recorded, lambda e: isinstance(e, ev.RepDone) and e.rep.phase == "timed")
         await feed(pilot, source, half)
         table = app.dashboard.reps
         assert table.cursor_row == table.row_count - 1           # following, focused or not
@@ -279,7 +279,7 @@ async def test_reps_table_follows_the_newest_rep_until_the_user_reads_an_older_o
 
 
 async def test_header_shows_the_same_progress_and_time_left_as_the_headless_lines(recorded):
-    from console.core.progress import Tracker
+    from console.core.decisions.progress import Tracker
     plan = {**next(e for e in recorded if isinstance(e, ev.RoundStarted)).plan,
             "head_reps": 4, "tail_reps": 2, "reps": 10, "sequential": True, "max_minutes": 30}
     events = [replace(e, plan=plan) if isinstance(e, ev.RoundStarted) else e for e in recorded]
@@ -289,7 +289,7 @@ async def test_header_shows_the_same_progress_and_time_left_as_the_headless_line
     tracker.start(plan)
     for e in events[:upto]:
         if isinstance(e, ev.RepDone):
-            expected = tracker.rep_done(e.rep or {}, e.at) or expected
+            expected = tracker.rep_done(e.rep, e.at) or expected
     assert expected is not None and expected.total and "left" in expected.text()
     app, source = _app(events)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -316,6 +316,6 @@ async def test_a_matrix_rounds_cells_fill_in_as_they_are_decided(recorded):
         await feed(pilot, source, at + 1)
         assert panel.display and panel.border_subtitle == "after pair 1"
         await feed(pilot, source, at + 2)
-        assert panel.border_subtitle == "after pair 2" and panel.cells[0]["state"] == "accepted"
+        assert panel.border_subtitle == "after pair 2" and panel.cells[0].state == "accepted"
         text = screen_text(app)
         assert "depth=1024" in text and "accepted l" in text and "+12.0%" in text

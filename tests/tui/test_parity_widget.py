@@ -11,21 +11,21 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 
 from console import events as ev
+from console.core.records.parity import KLStats
 from console.reports.replay import ReplaySource
 from console.tui.widgets.parity import ParityPanel, fmt_kl_se, fmt_small, fmt_top1_se
 
-from .conftest import SIZE
-from .test_replay import make_receipt
+from .conftest import SIZE, recorded_receipt
 
 DEPTHS = [64, 128, 256, 512, 1024, 2048, 4096]
 ROWS = 64
 
 
-def stats(kl: float, top1: float, rms_dp: float) -> dict:
+def stats(kl: float, top1: float, rms_dp: float) -> KLStats:
     """A depth's KLStats as the event carries it (figures shaped like the demo's main)."""
-    return {"rows": ROWS, "kl_se": kl * 0.052, "kl_median": kl * 0.95, "kl_p90": kl * 1.5, "kl_p95": kl * 1.7,
+    return KLStats.from_dict({"rows": ROWS, "kl_se": kl * 0.052, "kl_median": kl * 0.95, "kl_p90": kl * 1.5, "kl_p95": kl * 1.7,
             "kl_p99": kl * 2.1, "kl_p999": kl * 2.2, "kl_max": kl * 2.2,
-            "top1_se": (top1 * (1 - top1) / ROWS) ** 0.5, "rms_dp": rms_dp, "dp_rows": ROWS}
+            "top1_se": (top1 * (1 - top1) / ROWS) ** 0.5, "rms_dp": rms_dp, "dp_rows": ROWS})
 
 
 # (build, depth) -> top1, mean KL, RMS Δp: main as the demo measures it, a candidate a little worse
@@ -91,8 +91,9 @@ def test_spread_snapshot(snap_compare):
 
 
 def test_a_replayed_receipt_carries_each_depths_stats(recorded, tmp_path):
-    receipt = make_receipt(recorded)
-    receipt["parity"]["candidate"]["depths"][-1]["stats"] = spread = stats(2.3e-5, 0.992, 1e-5)
+    receipt = recorded_receipt(recorded)
+    spread = stats(2.3e-5, 0.992, 1e-5)
+    receipt["parity"]["candidate"]["depths"][-1]["stats"] = spread.to_dict()
     (tmp_path / "receipt.json").write_text(json.dumps(receipt))
     graded = [e for e in ReplaySource(tmp_path / "receipt.json", speed=0).events() if isinstance(e, ev.DepthGraded)]
     assert [(e.build, e.depth, e.stats) for e in graded if e.stats] == [("candidate", 4096, spread)]

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 
-from console.core.queue import State
+from console import events as ev
+from console.core.decisions.queue import State
+from console.core.records.receipt import Rep
 from console.paths import DEMO_PROFILE
 from console.queueing.store import QueueStore
 from console.tui.queue_view import QueueApp, live_round, sections
@@ -49,10 +51,11 @@ def test_the_live_round_is_read_from_the_newest_journal(tmp_path, monkeypatch):
     journal = tmp_path / "results" / "demo" / "journal"
     journal.mkdir(parents=True)
     plan = {"reps": 4, "head_reps": 2, "tail_reps": 2, "sequential": True, "max_minutes": 30}
-    events = [{"kind": "round_started", "plan": plan, "at": 0.0}, {"kind": "phase_started", "phase": "reps", "at": 1.0}]
-    events += [{"kind": "rep_done", "rep": {"position": i, "phase": "warmup" if i < 2 else "timed"}, "at": 2.0 + 10 * i}
-               for i in range(4)]
-    (journal / "r1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    events = [ev.RoundStarted(round_id="r1", profile="demo", profile_sha256="", runtime="docker", host={}, plan=plan,
+                              at=0.0), ev.PhaseStarted(phase="reps", at=1.0)]
+    events += [ev.RepDone(rep=Rep(build="main", phase="warmup" if i < 2 else "timed", index=i, position=i),
+                          at=2.0 + 10 * i) for i in range(4)]
+    (journal / "r1.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in events))
     monkeypatch.chdir(tmp_path)
     assert live_round(row) == "reps, rep 4/12, ≤ 1m20s left"
 

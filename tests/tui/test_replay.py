@@ -16,7 +16,9 @@ from console.tui.app import ConsoleApp
 from core.receipts import default_rules
 from core.receipts import make_receipt as sealed_receipt
 
-from .conftest import RECORDED, SIZE, frozen_clock, gate_verdict
+from console.core.records.receipt import Rep
+
+from .conftest import RECORDED, SIZE, frozen_clock, gate_verdict, recorded_receipt
 
 
 def test_journal_replays_every_line():
@@ -75,35 +77,8 @@ def test_abort_ends_a_replay_incomplete():
     assert rest[0].status == "incomplete"
 
 
-def make_receipt(recorded: list[ev.Event]) -> dict:
-    """A receipt shaped as docs/RECEIPT.md says, filled from the recorded round."""
-    started = next(e for e in recorded if isinstance(e, ev.RoundStarted))
-    builds = {e.build: e for e in recorded if isinstance(e, ev.BuildDone)}
-    depths = {b: [] for b in ("main", "candidate")}
-    for e in recorded:
-        if isinstance(e, ev.DepthGraded):
-            depths[e.build].append({"depth": e.depth, "top1": e.top1, "kl": e.kl,
-                                    "ref_entropy": e.ref_entropy, "max_entropy": 7.62})
-    return {
-        "schema": "bench-console/receipt/1", "kind": "round", "round_id": started.round_id,
-        "started_at": "2026-12-02T16:30:00Z", "ended_at": "2026-12-02T16:32:00Z",
-        "status": "complete",
-        "profile": {"name": "demo", "sha256": started.profile_sha256,
-                    "parity": {"top1_min": 0.99, "kl_max": 1e-3}},
-        "runtime": {"kind": "docker"}, "host": started.host,
-        "builds": {b: {"source": {}, "image_id": e.image_id, "base_image_id": e.base_image_id,
-                       "compiler": e.compiler, "build_s": e.seconds} for b, e in builds.items()},
-        "parity": {"main": {"error": None, "depths": depths["main"]},
-                   "candidate": {"error": None, "depths": depths["candidate"]},
-                   "scored_path": {"main": {"depth": 4096, "top1": 1.0, "kl": 9e-6,
-                                            "error": None}}},
-        "reps": [e.rep for e in recorded if isinstance(e, ev.RepDone)],
-        "verdict": next(e for e in recorded if isinstance(e, ev.VerdictReady)).verdict,
-    }
-
-
 def test_receipt_synthesizes_the_round(recorded, tmp_path: Path):
-    receipt = make_receipt(recorded)
+    receipt = recorded_receipt(recorded)
     path = tmp_path / "receipt.json"
     path.write_text(json.dumps(receipt))
     events = list(ReplaySource(path, speed=0).events())
@@ -112,17 +87,42 @@ def test_receipt_synthesizes_the_round(recorded, tmp_path: Path):
     assert kinds.count("build_done") == 2
     assert kinds.count("depth_graded") == 14
     assert kinds.count("rep_done") == len(receipt["reps"]) == 26
-    assert [e.rep for e in events if isinstance(e, ev.RepDone)] == receipt["reps"]
-    # this receipt carries no rules to judge it by: its verdict is shown as recorded, and says so
-    shown = events[-2].verdict
-    assert {k: v for k, v in shown.items() if k != "warnings"} == \
-        {k: v for k, v in receipt["verdict"].items() if k != "warnings"}
-    assert shown["warnings"][-1]["code"] == "not-rederived"
-    assert any(isinstance(e, ev.Notice) and e.code == "not-rederived" for e in events)
-    assert events[-1].receipt_path == str(path)
+    # every rep, in order, as the one reader of receipts reads it back
+    assert [e.rep for e in events if isinstance(e, ev.RepDone)] == [Rep.from_dict(x) for x in receipt["reps"]]
+    # the verdict is the gate's, re-derived under the rules the receipt records, and says nothing else
+    assert events[-2].verdict == gate_verdict(receipt)
+    assert not any(isinstance(e, ev.Notice) and e.code == "not-rederived" for e in events)
+    assert events[-1].receipt_path == str(path) and events[-1].exit_code == gate_verdict(receipt).exit_code
     ats = [e.at for e in events]
     assert ats == sorted(ats)
-    assert {e.status for e in events if isinstance(e, ev.DepthGraded)} == {"recorded"}
+    assert "recorded" not in {e.status for e in events if isinstance(e, ev.DepthGraded)}   # graded again
+
+
+def test_a_verdict_the_gate_cannot_rederive_is_shown_as_stored_and_says_so(recorded, tmp_path: Path, monkeypatch):
+    from console.core.decisions import gate
+    from console.core.records.receipt import ReceiptError
+    from console.reports.replay import NOT_REDERIVED
+    receipt = recorded_receipt(recorded)
+    stored = gate_verdict(receipt)
+    receipt["verdict"] = stored.to_dict()
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+
+    def cannot(*_):
+        raise ValueError("a rule this version of the gate does not know")
+    monkeypatch.setattr(gate, "decide", cannot)
+    events = list(ReplaySource(path, speed=0).events())
+    shown = events[-2].verdict
+    want = stored.to_dict()
+    assert shown.to_dict() == {**want, "warnings": want["warnings"] + [{"code": "not-rederived",
+                                                                        "message": NOT_REDERIVED}]}
+    assert any(isinstance(e, ev.Notice) and e.code == "not-rederived" for e in events)
+    assert {e.status for e in events if isinstance(e, ev.DepthGraded)} == {"recorded"}     # nothing graded
+    assert events[-1].exit_code == stored.exit_code
+    del receipt["verdict"]          # nothing stored and nothing re-derived: nothing honest to show
+    path.write_text(json.dumps(receipt))
+    with pytest.raises(ReceiptError, match="cannot re-derive its verdict, and it stores none"):
+        list(ReplaySource(path, speed=0).events())
 
 
 async def _until_ended(app, pilot) -> None:
@@ -134,7 +134,7 @@ async def _until_ended(app, pilot) -> None:
 
 async def test_receipt_replays_through_the_app(recorded, tmp_path: Path):
     path = tmp_path / "receipt.json"
-    path.write_text(json.dumps(make_receipt(recorded)))
+    path.write_text(json.dumps(recorded_receipt(recorded)))
     app = ConsoleApp(ReplaySource(path, speed=0), clock=frozen_clock)
     async with app.run_test(size=SIZE) as pilot:
         await _until_ended(app, pilot)
@@ -149,7 +149,7 @@ async def test_sealed_receipt_shows_the_gates_verdict(tmp_path: Path):
     path = tmp_path / "receipt.json"
     path.write_text(json.dumps(receipt))
     expected = gate_verdict(receipt, default_rules())  # the rules the receipt records
-    assert expected["outcome"] == "none"
+    assert expected.outcome == "none"
     events = list(ReplaySource(path, speed=0).events())
     assert next(e for e in events if isinstance(e, ev.VerdictReady)).verdict == expected
     app = ConsoleApp(ReplaySource(path, speed=0), clock=frozen_clock)
@@ -157,12 +157,27 @@ async def test_sealed_receipt_shows_the_gates_verdict(tmp_path: Path):
         await _until_ended(app, pilot)
         assert app.dashboard.verdict.verdict == expected
         assert app.dashboard.verdict.label == "NONE"
-        assert app.dashboard.ended.exit_code == expected["exit_code"]
+        assert app.dashboard.ended.exit_code == expected.exit_code
 
 
 def test_receipt_without_optional_parts():
-    events = list(events_from_receipt({"round_id": "x", "reps": [{"build": "main"}]}))
+    receipt = sealed_receipt()
+    for key in ("started_at", "ended_at", "status", "runtime", "host", "preflight", "builds", "lock", "summary"):
+        del receipt[key]
+    receipt["parity"] = {}
+    events = list(events_from_receipt(receipt))
     assert [e.kind for e in events][-2:] == ["verdict", "round_ended"]
+    assert events[-2].verdict == gate_verdict(receipt, default_rules())
+
+
+def test_a_receipt_this_version_cannot_read_is_an_error_that_names_it_and_why(tmp_path: Path):
+    from console.core.records.receipt import SCHEMA, ReceiptError
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps({"round_id": "x", "reps": [{"build": "main"}]}))
+    with pytest.raises(ReceiptError, match=f"{path} is not a receipt this version can read: unknown receipt schema None"):
+        list(ReplaySource(path, speed=0).events())
+    with pytest.raises(ReceiptError, match="records no gate rules"):     # never judged under rules made up here
+        list(events_from_receipt({"schema": SCHEMA, "round_id": "x", "reps": [{"build": "main"}]}))
 
 
 def test_following_a_journal_shows_lines_as_they_land_and_ends_with_the_round(tmp_path: Path):
@@ -207,9 +222,9 @@ def test_leaving_a_followed_round_stops_only_the_viewer(tmp_path: Path):
 def test_a_sealed_receipt_replays_as_plain_events_with_its_plan(tmp_path: Path):
     """A receipt read with its seal is frozen (read-only mappings inside); what a replay makes of
     it is plain JSON again: every event writes to a journal, and the plan is replayed."""
-    from console.core import gate
-    from console.core.receipt import Receipt
-    from console.core.verdict import VerdictRecord
+    from console.core.decisions import gate
+    from console.core.records.receipt import Receipt
+    from console.core.records.verdict import VerdictRecord
     from console.reports.export.summary import markdown_summary
     preview = {"sd": 0.02, "sd_source": "node record", "max_pairs": 32, "decidable_gain": 0.03,
                "min_gain_pairs": 12, "false_accept": 0.01, "miss": 0.05}

@@ -23,7 +23,7 @@ async def test_blocks_show_their_latencies_and_each_level_lands_on_the_curve():
         first_block = index_of(events, lambda e: isinstance(e, ev.RepDone))
         await feed(pilot, source, first_block)
         row = app.dashboard.reps.records
-        [rep] = [r for r in row.values() if r.get("status") == "ok"]
+        [rep] = [r for r in row.values() if r.status == "ok"]
         cell = app.dashboard.reps.get_cell(next(iter(row)), "status")
         assert "8 req, TTFT p50/p99" in cell.plain and "ITL p50/p99" in cell.plain
         first_level = index_of(events, lambda e: isinstance(e, ev.SweepLevel))

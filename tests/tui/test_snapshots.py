@@ -48,8 +48,8 @@ def test_building(snap_compare):
 
 def test_mid_reps(snap_compare):
     assert _snap(snap_compare, lambda evs: index_of(
-        evs, lambda e: isinstance(e, ev.RepDone) and e.rep["phase"] == "timed"
-        and e.rep["index"] == 2 and e.rep["build"] == "main"))
+        evs, lambda e: isinstance(e, ev.RepDone) and e.rep.phase == "timed"
+        and e.rep.index == 2 and e.rep.build == "main"))
 
 
 def test_verdict(snap_compare):

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
 from ... import events as ev
-from ...core.receipt import BUILDS, Receipt
-from ...core.verdict import VerdictRecord
+from ...core.records import kinds
+from ...core.records.receipt import BUILDS, Receipt
+from ...core.records.verdict import VerdictRecord
 from ..tables import Table
 from . import csv, json, junit, markdown, summary, sweep_page, table, vllm
 from .base import TABLES, Exporter
@@ -23,11 +24,6 @@ EXPORTERS: dict[str, Exporter] = {e.name: e for e in (
 
 FORMATS = tuple(name for name, e in EXPORTERS.items() if e.reads == TABLES)
 
-# What a finished round leaves beside its record, by the record's kind (round.kinds: its name): a
-# sealed receipt of any kind gets the CI reports; a sweep, which seals no verdict, its page.
-SEALED = ("junit", "summary")
-AFTER_ROUND: dict[str, tuple[str, ...]] = {"sweep": ("sweep-page",)}
-
 
 def render(tables: Sequence[Table], fmt: str, out: IO[str], table: str | None = None) -> None:
     """Write ``tables`` in the format ``fmt`` names (one of FORMATS); CSV holds one table: ``table``."""
@@ -35,19 +31,27 @@ def render(tables: Sequence[Table], fmt: str, out: IO[str], table: str | None = 
 
 
 def write_sealed(out: Path, r: Receipt, verdict: VerdictRecord) -> list[Path]:
-    """The CI reports of a sealed receipt and its verdict, beside it."""
-    made = [(EXPORTERS[n], EXPORTERS[n].render(r, verdict)) for n in SEALED]
+    """The reports a sealed receipt's kind leaves beside it (its CI reports), from it and its verdict."""
+    made = [(e, e.render(r, verdict)) for e in after(kinds.of(r.kind))]
     return _save([(e, e.path(out, round_id=r.round_id), text) for e, text in made])
 
 
 def export(record: Mapping[str, Any], out: Path) -> list[Path]:
-    """Every file ``record``'s kind leaves beside it, in AFTER_ROUND's order."""
-    names = AFTER_ROUND.get(str(record.get("kind", "round")))
-    if names is None:       # a sealed receipt: read here once, for each of its exporters
+    """Every file ``record``'s kind leaves beside it (its record's ``exports``, in their order): a
+    sealed receipt is read here once for its exporters; a sweep's document, which seals nothing, is
+    rendered as it is."""
+    kind = kinds.of(record["kind"])     # what drives rounds hands either document; both name their kind
+    if kind.sealed:
         r = Receipt.from_dict(record)
         return write_sealed(out, r, r.sealed_verdict())
-    made = [(EXPORTERS[n], EXPORTERS[n].render(record)) for n in names]
+    made = [(e, e.render(record)) for e in after(kind)]
     return _save([(e, e.path(out, round_id=record["round_id"]), text) for e, text in made])
+
+
+def after(kind: kinds.KindRecord) -> list[Exporter]:
+    """The exporters a kind's record names: each reads a sealed receipt (RECEIPT) or, for a kind
+    that seals none, its document (SWEEP); a test holds every kind to that."""
+    return [EXPORTERS[name] for name in kind.exports]
 
 
 def write_results(folder: Path, r: Receipt, receipt_id: str) -> list[Path]:

@@ -7,7 +7,7 @@ import io
 import math
 from typing import Any, Sequence
 
-from ...core.untrusted import printable
+from ...core.records.untrusted import printable
 from ..tables import Table
 from .base import TABLES, Exporter
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ...core.receipt import Receipt
-from ...core.verdict import Reason, VerdictRecord, stage_of
+from ...core.records.receipt import Receipt
+from ...core.records.verdict import Reason, VerdictRecord, stage_of
 from .base import RECEIPT, Exporter
 
 

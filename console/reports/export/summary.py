@@ -6,13 +6,15 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from ...core.adjudication import Adjudication
-from ...core.receipt import BUILDS, Figures, ParityRecord, Receipt
-from ...core.verdict import VerdictRecord
+from ...core.records.adjudication import Adjudication
+from ...core.records.receipt import BUILDS, Figures, ParityRecord, Receipt
+from ...core.records.verdict import VerdictRecord
 from ..matrix import cells_of, matrix_table, summary_line
 from ..words import accuracy_sentence, gain_phrase, rate_text, tier_text
 from . import markdown
 from .base import RECEIPT, Exporter
+
+DECIDED = ("accepted", "none", "slower")    # the outcomes the stopping rule decides (the rest are not decided)
 
 
 def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
@@ -22,9 +24,9 @@ def markdown_summary(r: Receipt, verdict: VerdictRecord) -> str:
     lines += [f"- {reason.message}" for reason in verdict.reasons]
     lines += [f"- warning: {w.message}" for w in verdict.warnings]
     lines += _decision_lines(r, verdict)
-    if cells_of(verdict.to_dict()):     # a matrix round: every cell, as the exports show it
-        md = markdown.render([matrix_table(verdict.to_dict())])
-        lines += ["", summary_line(verdict.to_dict()), "", *md.splitlines()[2:]]
+    if cells_of(verdict):     # a matrix round: every cell, as the exports show it
+        md = markdown.render([matrix_table(verdict)])
+        lines += ["", summary_line(verdict), "", *md.splitlines()[2:]]
     # As reported by the engine over its ok timed reps; the verdict above says which claims stood.
     lines += ["", "| build | image | compiler | reported median | reps | spread |", "|---|---|---|---|---|---|"]
     for b in BUILDS:
@@ -43,25 +45,23 @@ def _decision_lines(r: Receipt, verdict: VerdictRecord) -> list[str]:
     d = verdict.decision
     if d is None:
         return []
-    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.get("interval") or [None, None])
-    pooled = f" (+{d['prior_pairs']} pooled from earlier rounds)" if d.get("prior_pairs") else ""
-    gain = "n/a" if d.get("gain") is None else f"{d['gain']:+.1%}"
-    said = {"accepted": "Decided", "none": "Decided", "slower": "Decided"}.get(verdict.outcome, "Not decided")
+    iv = ", ".join("unbounded" if x is None else f"{x:+.1%}" for x in d.interval or (None, None))
+    pooled = f" (+{d.prior_pairs} pooled from earlier rounds)" if d.prior_pairs else ""
+    gain = "n/a" if d.gain is None else f"{d.gain:+.1%}"
+    said = "Decided" if verdict.outcome in DECIDED else "Not decided"
     seq = r.sequential
     settle = seq.decided_at if seq else None
-    when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d["pairs"] else "")
-    lines = ["", f"{said} on {d['pairs']} pairs{pooled}{when}: gain {gain}, interval [{iv}] at the "
-                 f"{rate_text(1 - _level(verdict))} false-accept level ({verdict.speed.get('method')})."]
+    when = (f" (decided after {settle}, then settling the tier)" if settle and settle != d.pairs else "")
+    fa = verdict.false_accept       # the level is said only where the verdict records it
+    level = f" at the {rate_text(fa)} false-accept level" if fa is not None else ""
+    lines = ["", f"{said} on {d.pairs} pairs{pooled}{when}: gain {gain}, interval [{iv}]{level} "
+                 f"({verdict.speed.method})."]
+    # the plan, as the receipt recorded it (sequential.Preview.to_dict): a plan document, not the verdict
     plan = seq.preview if seq else None
     if isinstance(plan, Mapping) and plan.get("decidable_gain") is not None:
         lines.append(f"Planned from the node's noise ({plan['sd']:.1%}, {plan['sd_source']}): gains of "
                      f"{plan['decidable_gain']:.1%} or more decidable within {plan['max_pairs']} pairs.")
     return lines
-
-
-def _level(verdict: VerdictRecord) -> float:
-    """The decision's confidence; 0.99 where the verdict does not record it."""
-    return 0.99 if verdict.confidence is None else verdict.confidence
 
 
 def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
@@ -70,7 +70,6 @@ def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
         return []
     lines = ["", "| depth | grade | main KL | candidate KL ± SE | median | p90 | p95 | p99 | p99.9 | max "
                  "| top-1 ± SE | RMS Δp |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    grades = verdict.depth_grades
     sci = lambda x: "-" if x is None else f"{x:.2e}"  # noqa: E731
     for d in par.candidate.depths:
         m, s = par.main.at(d.depth) if par.main else None, d.stats    # no stats in older receipts
@@ -78,7 +77,8 @@ def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
         top1 = f"{d.top1:.3f}" + ("" if s is None else f" ± {s.top1_se:.3f}")
         spread = " | ".join(sci(s and getattr(s, k)) for k in ("kl_median", "kl_p90", "kl_p95", "kl_p99", "kl_p999",
                                                               "kl_max"))
-        lines.append(f"| {d.depth} | {grades.get(d.depth, '-')} | {sci(m and m.kl)} | {kl} | {spread} | {top1} "
+        row = verdict.parity.row(d.depth)
+        lines.append(f"| {d.depth} | {row.status if row else '-'} | {sci(m and m.kl)} | {kl} | {spread} | {top1} "
                      f"| {sci(s and s.rms_dp)} |")
     return lines + ["", f"KL(reference ‖ build) in nats over {par.reference.get('rows', '?')} rows per depth "
                         "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square "
@@ -90,8 +90,8 @@ def _adjudication_lines(adj: Adjudication | None, verdict: VerdictRecord) -> lis
     ruling = verdict.adjudication
     if ruling is None:
         return []
-    depths = ruling.get("depths") or {}
-    out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.get('passed') else 'rejected'}.** "
+    depths = ruling.depths
+    out = ["", f"**Borderline KL: {'pass (adjudicated)' if ruling.passed else 'rejected'}.** "
                "The reference build rerun with its alternative kernels:", "",
            "| kernel variant | " + " | ".join(f"KL @{d}" for d in depths) + " |",
            "|---|" + "---|" * len(depths)]
@@ -100,14 +100,14 @@ def _adjudication_lines(adj: Adjudication | None, verdict: VerdictRecord) -> lis
         cells = [("error" if v.error else f"{v.kl.get(int(d), float('nan')):.3g}") for d in depths]
         out.append(f"| {v.name} (`{' '.join(v.args)}`) | " + " | ".join(cells) + " |")
     for d, x in depths.items():
-        line = "-" if x.get("line") is None else f"{x['line']:.3g}"
-        out.append(f"\nDepth {d}: candidate KL {x['kl']:.3g} against the 2x line {line}: "
-                   + ("within." if x.get("within") else "over."))
-    if ruling.get("candidate_disagree") is not None:
+        line = "-" if x.line is None else f"{x.line:.3g}"
+        out.append(f"\nDepth {d}: candidate KL {x.kl:.3g} against the 2x line {line}: "
+                   + ("within." if x.within else "over."))
+    if ruling.candidate_disagree is not None:
         out.append(f"\nCompletions ({len(adj.positions) if adj else 0} from the document, teacher-forced): the "
-                   f"candidate's argmax differs from the reference's tokens at {ruling['candidate_disagree']} of "
-                   f"{ruling.get('positions')} positions; the reference's own kernels at {ruling.get('variant_disagree')}"
-                   f" (line {ruling['agreement_line']:g}).")
+                   f"candidate's argmax differs from the reference's tokens at {ruling.candidate_disagree} of "
+                   f"{ruling.positions} positions; the reference's own kernels at {ruling.variant_disagree}"
+                   f" (line {ruling.agreement_line:g}).")
     return out
 
 
@@ -117,7 +117,7 @@ def _accuracy_lines(verdict: VerdictRecord) -> list[str]:
         return []
     head, rest = said.split(". ", 1)
     out = ["", f"**{head}.** {rest}", "", "| kind | items | reference | candidate |", "|---|---|---|---|"]
-    for kind, row in (acc.get("per_kind") or {}).items():
+    for kind, row in (acc.per_kind or {}).items():
         out.append(f"| {kind or '-'} | {row['items']} | {row['reference']} | {row['candidate']} |")
     return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.receipt import Receipt
+from ...core.records.receipt import Receipt
 from .base import BUILD, Exporter
 
 
@@ -17,10 +17,10 @@ def vllm_result(r: Receipt, build: str, receipt_id: str = "") -> dict[str, Any]:
     ``vllm bench serve --save-result`` where a field means the same; ``bench_console`` says what
     the run was and how it was decided."""
     # loaded when a result is written: the CLI reads this registry at every start, for --format's choices
-    from ...core import gate
+    from ...core.decisions import counting
     from ...serving import metrics
     from ...serving.client import Block, RequestRecord
-    c = gate.counted(r, r.rules)
+    c = counting.counted(r, r.rules)
     blocks = c.valid.get((build, "timed"), [])
     records = [RequestRecord.from_dict(q) for rep in blocks for q in (rep.reported or {}).get("requests", [])]
     pooled = Block(records=records, duration_s=sum(float((rep.reported or {}).get("duration", 0.0)) for rep in blocks),

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from ... import events as ev
-from ...core import gate
-from ...core.receipt import Receipt, Rep
-from ...core.verdict import Outcome, Verdict
+from ...core.decisions import parity_grade
+from ...core.records.kinds import KindRecord
+from ...core.records.receipt import Receipt, Rep
+from ...core.records.verdict import Outcome, Verdict
 from ...profile import Profile
 
 TimedOutputs = dict[str, list[tuple[Rep, Path]]]
@@ -38,18 +39,36 @@ class Round(Protocol):
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of round. The defaults are those of a round that compares two builds and seals a
-    verdict; each kind's module overrides what differs."""
-    name: ClassVar[str] = ""
-    compares: ClassVar[bool] = True     # the candidate is a build of its own (not main again)
-    decides: ClassVar[bool] = True      # stops once decided at the stated rates (else runs its budget)
-    looks_back: ClassVar[bool] = False  # reads the experiment's earlier rounds in the ledger
+    """A kind of round's run-time hooks. What the kind means (what it compares, whether it decides,
+    pools, moves pins) is its core record (``console.core.records.kinds``), read here, never restated.
+    The defaults are those of a round that compares two builds and seals a verdict; each kind's module
+    overrides what differs."""
+    record: ClassVar[KindRecord]
     resumable: ClassVar[bool] = True    # an interrupted one can be resumed from its journal
-    per_cell: ClassVar[bool] = False    # its timed pairs run over a matrix's open cells (round.cells)
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def compares(self) -> bool:
+        return self.record.compares
+
+    @property
+    def decides(self) -> bool:
+        return self.record.decides
+
+    @property
+    def looks_back(self) -> bool:
+        return self.record.looks_back
+
+    @property
+    def per_cell(self) -> bool:
+        return self.record.per_cell
 
     @property
     def builds(self) -> list[str]:
-        return ["main", "candidate"] if self.compares else ["main"]
+        return list(self.record.builds)
 
     def pair_budget(self, p: Profile) -> int:
         """Timed pairs at most when --reps does not say."""
@@ -65,7 +84,7 @@ class Kind:
 
     def times(self, receipt: Receipt, p: Profile) -> bool:
         """Whether the timed stage runs: parity first, so a failed candidate earns no speed figure."""
-        return gate.parity_passes(receipt, p.gate)
+        return parity_grade.parity_passes(receipt, p.gate)
 
     def timed(self, rnd: Round, b: Bench, receipt: Receipt) -> TimedOutputs:
         """The timed stage; returns the timed runs' outputs by build (for the timed path's check)."""

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.records import kinds
 from .base import Kind
 
 
 @dataclass(frozen=True)
 class Bisect(Kind):
-    name = "bisect"
-    looks_back = True
+    record = kinds.BISECT

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.records import kinds
 from .base import Kind
 
 
 @dataclass(frozen=True)
 class Compare(Kind):
-    name = "round"
-    looks_back = True       # a rerun pools with, or is decided by, the experiment's earlier rounds
+    record = kinds.ROUND

@@ -4,7 +4,7 @@ Parity runs once, as in any round (the matrix does not multiply it). Then each p
 cell still open, both builds of a cell adjacent (main first on even pairs, the candidate first on
 odd ones, so each cell's own pairs cancel linear drift), the cells in an order rotated by one each
 pair so no cell always runs first or last. After each pair every cell is decided at the family's
-rates (``gate.matrix_progress``); a decided cell costs no more pairs; the round stops when every
+rates (``core.decisions.cells.matrix_progress``); a decided cell costs no more pairs; the round stops when every
 cell is decided or the budget ends. The verdict is the gate's (``gate.decide`` on the receipt).
 
 Its receipt says ``kind = "matrix"``: an experiment of its own, so a rerun of a decided matrix
@@ -15,14 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.records import kinds
 from .base import Kind
 
 
 @dataclass(frozen=True)
 class Matrix(Kind):
-    name = "matrix"
-    looks_back = True       # a rerun of a decided experiment stops at once
-    per_cell = True         # its speed stage's pairs run over the open cells (round.cells)
+    record = kinds.MATRIX
 
     def plan(self, plan: dict[str, Any], p: Any) -> dict[str, Any]:
         return {**plan, "matrix": p.matrix.to_dict()}

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...core.receipt import Receipt
-from ...core.verdict import NoiseReport, Verdict
+from ...core.records.receipt import Receipt
+from ...core.records.verdict import NoiseReport, Verdict
 from ...profile import Profile
+from ...core.records import kinds
 from .base import Kind
 
 
 @dataclass(frozen=True)
 class Noise(Kind):
-    name = "noise"
-    compares = False
-    decides = False
+    record = kinds.NOISE
 
     def pair_budget(self, p: Profile) -> int:
         return p.bench.reps

@@ -15,23 +15,23 @@ from typing import Any
 
 from ... import events as ev
 from ...clock import utc_now
-from ...core import gate, health
-from ...core.receipt import Receipt, Rep
-from ...core.sweep import Level, LevelFigures, level_figures
+from ...core.decisions import parity_grade, health
+from ...core.records.receipt import Receipt, Rep
+from ...core.decisions.sweep import Level, LevelFigures, level_figures
 from ...errors import ExitCode
 from ...profile import Profile
 from ...results.store import atomic_write
 from ...serving import metrics
 from ...serving.client import Block, RequestRecord
-from ..plan import Item
+from ..schedule import Item
 from ..reps import Bench, run_until_trusted
+from ...core.records import kinds
 from .base import Kind, Round, TimedOutputs
 
 
 @dataclass(frozen=True)
 class Sweep(Kind):
-    name = "sweep"
-    decides = False
+    record = kinds.SWEEP
     resumable = False           # run it again: its builds are reused by their keys
     levels: tuple[Level, ...] = ()
     blocks: int = 2
@@ -84,8 +84,8 @@ class Sweep(Kind):
     def finish(self, rnd: Round, receipt: Receipt) -> None:
         """The sweep document (no verdict, nothing sealed): each level's figures, every block."""
         receipt.ended_at = utc_now()
-        reasons = gate.grade_parity(receipt, rnd.p.gate).reasons
-        doc = {"kind": "sweep", "round_id": rnd.round_id, "started_at": receipt.started_at,
+        reasons = parity_grade.grade_parity(receipt, rnd.p.gate).reasons
+        doc = {"kind": self.name, "round_id": rnd.round_id, "started_at": receipt.started_at,
                "ended_at": receipt.ended_at, "levels": [f.to_dict() for f in self.figures],
                "refused": [r.message for r in reasons], "slo_ms": dict(rnd.p.server.slo or {}),
                "server_slots": self.slots(rnd.p), "receipt": receipt.to_dict()}

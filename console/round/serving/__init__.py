@@ -4,7 +4,7 @@ and what they served graded after them.
 A block is the serving round's rep: the same requests (seeded by the block's pair, so both builds
 of a pair answer identical work) driven through a build's server by the console's own load client
 (``console.serving.client``), at the profile's concurrency or arrival rate. Its figures (TTFT, ITL,
-TPOT, throughput; ``core.serving``) go into the rep; its scored metric is the rep's value,
+TPOT, throughput; ``core.decisions.serving``) go into the rep; its scored metric is the rep's value,
 so the pairs, the sequential decision, the tiers and the ledger are the speed round's own.
 
 - ``servers``: each build's server started, frozen while the other runs, stopped; a dead one named

@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ...core.receipt import Rep
+from ...core.records.receipt import Rep
 from ...runtime.base import RunResult
 from ...serving import client, metrics
 from ...serving import workload as wl
-from ..plan import Item
+from ..schedule import Item
 from ..reps import Bench
 from .record import block_value, keep_served, receipt_figures
 from .servers import Servers, tail

@@ -4,9 +4,9 @@ candidate's server that cannot start is recorded as its failure; main's makes th
 from __future__ import annotations
 
 from ... import events as ev
-from ...core.serving import agreed
-from ...core import adjudication as adj
-from ...core.served import Completion, ServedCheck, ServedSide
+from ...core.decisions.serving import agreed
+from ...core.records import adjudication as adj
+from ...core.records.served import Completion, ServedCheck, ServedSide
 from ...errors import InfraError
 from ...runtime.base import Served
 from ...serving import client
@@ -62,7 +62,7 @@ def _answer(servers: Servers, served: Served, positions: list[int], ref: list[li
         req = wl.Request(index=0, prompt=tuple(servers.doc[:pos]), input_tokens=pos, max_tokens=chk.tokens)
         r = client.drive(served.url, spec.endpoint, [req], fields=spec.request, concurrency=1,
                          timeout_s=spec.timeout_s).records[0]
-        # a short answer is graded as one (``core.serving``: "stopped early … reported as complete")
+        # a short answer is graded as one (``core.decisions.serving``: "stopped early … reported as complete")
         c.tokens, c.error = list(r.token_ids), "" if r.short else r.error
         if not r.error and not r.token_ids:
             try:

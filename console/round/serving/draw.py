@@ -7,8 +7,8 @@ import hashlib
 import secrets
 from pathlib import Path
 
-from ...core.sweep import Level
-from ...core.served import WorkloadDraw, commitment_of
+from ...core.decisions.sweep import Level
+from ...core.records.served import WorkloadDraw, commitment_of
 from ...errors import UsageError
 from ...serving import workload as wl
 

@@ -9,7 +9,7 @@ command on main's build, the reference's own release when the reference was capt
 source. At each served token: the reference's argmax and how far below it the served token is. A
 response the console cannot grade (no ids, an id outside the vocabulary, ids that are not the text
 streamed) is recorded as such and counts against its build. The ruling is the gate's
-(``core.served_tokens``); this module only gathers, runs and records.
+(``core.decisions.served_tokens``); this module only gathers, runs and records.
 
 Cost: a pair's two blocks answer the same prompts, so each prompt's answers are graded side by side
 (the harness decodes a repeated prompt once) and a response served alike by both builds is graded
@@ -25,12 +25,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ... import events as ev
-from ...core import gate, served_tokens
-from ...core.receipt import BUILDS, Receipt
-from ...core.served import GradedRequest, ServedGrade
+from ...core.decisions import counting, served_tokens
+from ...core.records.receipt import BUILDS, Receipt
+from ...core.records.served import GradedRequest, ServedGrade
 from ...engine import protocol
 from ...runtime.base import INPUTS_ROOT, OUT_ROOT
-from ..plan import fill
+from ..schedule import fill
 from ..reps import Bench
 from .record import kept_rows
 
@@ -52,7 +52,7 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
     """Every response of the counted timed blocks, read from block files whose bytes are the ones
     their reps sealed."""
     out = Pool()
-    c = gate.counted(receipt, rules)
+    c = counting.counted(receipt, rules)
     for build in BUILDS:
         for rep in c.valid.get((build, "timed"), []):
             rows = kept_rows(work, rep)
@@ -125,7 +125,7 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
 
 def said(record: ServedGrade) -> str:
     """What the grading found, per build, in one line (the gate's figures:
-    ``core.served_tokens``)."""
+    ``core.decisions.served_tokens``)."""
     table = served_tokens.rule(record).table
     parts = []
     for build in BUILDS:

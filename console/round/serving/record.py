@@ -7,10 +7,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from ...core.serving import SCORED
+from ...core.decisions.serving import SCORED
 from ...serving import client
 from ...serving import workload as wl
-from ..plan import Item
+from ..schedule import Item
 
 SERVED_DIR = "served"
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import secrets
 
 from ... import events as ev
-from ...core.sweep import Level
-from ...core.served import WorkloadDraw
+from ...core.decisions.sweep import Level
+from ...core.records.served import WorkloadDraw
 from ...errors import InfraError, Interrupted
 from ...runtime.base import Served
 from ...serving import client
 from ...serving import workload as wl
-from ..plan import DOC_NAME, fill
+from ..schedule import DOC_NAME, fill
 from ..reps import Bench
 from . import draw as drawing
 

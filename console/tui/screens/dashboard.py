@@ -2,18 +2,14 @@
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, TypeVar
-
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
-
 from console import events as ev
-from console.core.gate import counts
-from console.core.progress import Tracker
-from console.core.receipt import Rep
+from console.core.decisions.counting import counts
+from console.core.decisions.progress import Tracker
 from console.reports.text import accuracy_grade_text, accuracy_progress_text, decision_text
-
 from ..widgets.builds import BuildPanel
 from ..widgets.cells import CellsPanel
 from ..widgets.header import RoundHeader
@@ -201,14 +197,11 @@ class DashboardScreen(Screen[None]):
         self.reps.started(e.build, e.phase, e.index, e.position)
 
     def _rep_done(self, e: ev.RepDone) -> None:
-        self.reps.done(e.rep or {})
-        progress = self.progress.rep_done(e.rep or {}, e.at)
+        rep = e.rep
+        self.reps.done(rep)
+        progress = self.progress.rep_done(rep, e.at)
         if progress is not None:
             self.header.progress = progress.text()     # drawn with the batch's one header redraw
-        try:
-            rep = Rep.from_dict(e.rep or {})
-        except (KeyError, TypeError, ValueError):
-            return
         # The running figures use the gate's own test of a single rep (the round's claim
         # checks come with the verdict): suspect, failed or unclocked reps never show.
         if rep.phase == "timed" and counts(rep):
@@ -235,7 +228,7 @@ class DashboardScreen(Screen[None]):
         self._one(CellsPanel).show(e.pair, e.cells)
 
     def _verdict(self, e: ev.VerdictReady) -> None:
-        self.verdict.show(e.verdict or {})
+        self.verdict.show(e.verdict)
         # "-verdict" only resizes #bottom (console.tcss): restyle that subtree, not the whole
         # screen (a restyle of every widget holds the verdict's frame up by ~30 ms).
         self.add_class("-verdict", update=False)

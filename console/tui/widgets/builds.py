@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Log, Static
 
-from ...core.progress import build_how
+from ...core.decisions.progress import build_how
 
 LOG_VIEW_LINES = 400  # the panel shows a tail; the whole log stays in ``lines``
 

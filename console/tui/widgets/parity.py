@@ -1,7 +1,7 @@
 """Parity against the reference: one stable row per depth, filled as depths are graded.
 
 Under the gated figures, once a round reports them, the spread of one build's rows per depth
-(``console.core.parity.KLStats``): mean KL ± its relative SE, the 99th percentile and the
+(``console.core.records.parity.KLStats``): mean KL ± its relative SE, the 99th percentile and the
 maximum, top-1 ± its binomial SE, and RMS Δp. The candidate's is shown when it has one.
 """
 from __future__ import annotations
@@ -13,9 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from ...core.records.parity import KLStats
 from .linetable import Column, LineTable
 
-# The grades console.core.parity.depth_status gives ("recorded": a replay not re-graded).
+# The grades console.core.records.parity.depth_status gives ("recorded": a replay not re-graded).
 _STATUS_STYLE = {"pass": "green", "drift": "yellow", "adjudicated": "yellow", "fail": "bold red",
                  "regressed": "bold red", "uncheckable": "yellow"}
 _STATUS_SHORT = {"uncheckable": "unchk", "regressed": "regr", "recorded": "rec", "adjudicated": "adj"}
@@ -99,7 +100,7 @@ class ParityPanel(Vertical):
         self.parity_ok: dict[str, bool] = {}
         self.errors: dict[str, str] = {}
         self.scored: dict[str, dict[str, Any]] = {}
-        self.spread: dict[str, dict[int, dict[str, Any]]] = {}   # build -> depth -> figures and KLStats
+        self.spread: dict[str, dict[int, tuple[KLStats, float, float]]] = {}   # build -> depth -> (spread, KL, top-1)
         self.notes_plain = ""
 
     def compose(self) -> ComposeResult:
@@ -159,7 +160,7 @@ class ParityPanel(Vertical):
         return Text(f"{depth} ◀", style="bold reverse yellow")
 
     def graded(self, build: str, depth: int, top1: float, kl: float, status: str,
-               reasons: list[str], stats: dict[str, Any] | None = None) -> None:
+               reasons: list[str], stats: KLStats | None = None) -> None:
         row = self._ensure_row(depth)
         row[build] = status
         row[f"{build}_reasons"] = reasons
@@ -170,7 +171,7 @@ class ParityPanel(Vertical):
             cells |= {cols[0]: fmt_top1(top1), cols[1]: fmt_kl(kl)}
         self.table.update_cells(key, cells)
         if stats and build in _BUILD_COLS:
-            self.spread.setdefault(build, {})[depth] = {**stats, "kl_mean": kl, "top1": top1}
+            self.spread.setdefault(build, {})[depth] = (stats, kl, top1)
             self._redraw_spread()
         self._redraw_notes()
 
@@ -182,15 +183,17 @@ class ParityPanel(Vertical):
         if build is None:
             return
         figures = self.spread[build]
-        n = next(iter(figures.values())).get("rows", "?")
+        n = next(iter(figures.values()))[0].rows
         caption = self.query_one(".parity-spread-caption", Static)
         caption.update(f"{build}'s {n} rows per depth: spread (KL in nats)")
         table = self.spread_table
         for depth in self.rows:
-            f = figures.get(depth)
-            cells = ("…",) * 5 if f is None else (
-                fmt_kl_se(f.get("kl_mean"), f.get("kl_se")), fmt_small(f.get("kl_p99")), fmt_small(f.get("kl_max")),
-                fmt_top1_se(f.get("top1"), f.get("top1_se")), fmt_small(f.get("rms_dp")))
+            if depth not in figures:
+                cells = ("…",) * 5
+            else:
+                s, kl, top1 = figures[depth]
+                cells = (fmt_kl_se(kl, s.kl_se), fmt_small(s.kl_p99), fmt_small(s.kl_max), fmt_top1_se(top1, s.top1_se),
+                         fmt_small(s.rms_dp))
             table.update_cells(str(depth), dict(zip(("kl", "p99", "max", "top1", "dp"), cells)))
         caption.display = table.display = True
 

@@ -9,7 +9,8 @@ from textual import events
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from ...core import stats
+from ...core.records.receipt import Rep
+from ...core.statistics import stats
 from ...reports.text import block_text
 from .linetable import Cell, Column, LineTable
 
@@ -38,7 +39,7 @@ class RepTable(LineTable):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(COLUMNS, id="reps-table", **kw)
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, Rep] = {}     # a started rep is a placeholder until its RepDone
         self._done: set[str] = set()
         self._pending: dict[str, list[Cell]] = {}  # this batch's new rows (see flush)
         self._follow_pending = False
@@ -64,30 +65,24 @@ class RepTable(LineTable):
     def started(self, build: str, phase: str, index: int, position: int) -> None:
         key = rep_key(build, phase, index, position)
         if key not in self.records:
-            self.records[key] = {"build": build, "phase": phase, "index": index,
-                                 "position": position, "status": "running"}
+            self.records[key] = Rep(build=build, phase=phase, index=index, position=position, status="running")
             self._row(key, build, phase, index, position)
 
-    def done(self, rep: dict[str, Any]) -> str:
-        build, phase = str(rep.get("build", "?")), str(rep.get("phase", "?"))
-        key = rep_key(build, phase, rep.get("index"), rep.get("position"))
+    def done(self, rep: Rep) -> str:
+        key = rep_key(rep.build, rep.phase, rep.index, rep.position)
         if key in self._done:  # a retried attempt keeps its own row
-            key = f"{key}:a{rep.get('attempt', len(self._done))}"
+            key = f"{key}:a{rep.attempt}"
         if key not in self.records:
-            self._row(key, build, phase, rep.get("index"), rep.get("position"))
+            self._row(key, rep.build, rep.phase, rep.index, rep.position)
         self.records[key] = rep
         self._done.add(key)
-        status = str(rep.get("status", "?"))
-        flags = [str(f) for f in (rep.get("suspect") or [])]
-        flags += [str(f) for f in (rep.get("refusals") or [])]
-        wall = rep.get("wall_s")
-        cell = Text(status, style=_STATUS_STYLE.get(status, "bold red"))
+        flags = [str(f) for f in rep.suspect] + [str(f) for f in rep.refusals]
+        cell = Text(rep.status, style=_STATUS_STYLE.get(rep.status, "bold red"))
         if flags:
             cell.append(" " + ",".join(flags), style="yellow")
-        if rep.get("context") == "serve":     # a serving block: its latencies as they arrive
-            cell.append(" · " + block_text(rep.get("reported") or {}), style="dim")
-        cells = (fmt_value(rep.get("value")),
-                 f"{wall:.2f}" if isinstance(wall, (int, float)) else "—", cell)
+        if rep.context == "serve":     # a serving block: its latencies as they arrive
+            cell.append(" · " + block_text(rep.reported or {}), style="dim")
+        cells = (fmt_value(rep.value), "—" if rep.wall_s is None else f"{rep.wall_s:.2f}", cell)
         pending = self._pending.get(key)
         if pending is not None:
             pending[4:] = cells
@@ -95,7 +90,7 @@ class RepTable(LineTable):
             self.update_cells(key, dict(zip(("value", "wall", "status"), cells)))
         return key
 
-    def selected_record(self) -> dict[str, Any] | None:
+    def selected_record(self) -> Rep | None:
         if not self.row_count:
             return None
         return self.records.get(self._keys[min(self.cursor_row, self.row_count - 1)])
@@ -142,7 +137,7 @@ class RepSummary(Static):
         return stats.summary(self.values.get(build) or [])["median"]
 
     def redraw(self) -> None:
-        # The figures are the core's (console.core.stats), over what has arrived so far.
+        # The figures are the core's (console.core.statistics.stats), over what has arrived so far.
         t = Text(no_wrap=True, overflow="ellipsis")
         for build in ("main", "candidate"):
             s = stats.summary(self.values.get(build) or [])

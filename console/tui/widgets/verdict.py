@@ -8,7 +8,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from ...core.verdict import OUTCOMES
+from ...core.records.verdict import OUTCOMES, VerdictRecord
+from ...core.records.verdict_parts import NoiseReport, SpeedPart
 from .bigtext import BigText
 
 # The gate's outcomes (OUTCOMES) and nothing else: word and style class.
@@ -29,90 +30,90 @@ UNKNOWN = "-unknown"
 _CLASSES = {cls for _, cls in BANNER.values()} | {UNKNOWN}
 
 
-def banner_label(verdict: dict[str, Any]) -> tuple[str, str]:
+def banner_label(outcome: str, tier: str | None = None) -> tuple[str, str]:
     """The word to show and its style class, for the outcome the gate returned."""
-    outcome = str(verdict.get("outcome") or "")
+    outcome = str(outcome or "")
     if outcome not in OUTCOMES or outcome not in BANNER:
         # Not something the gate says: shown as it came, never dressed as a pass.
         return f"? {outcome.upper().replace('_', ' ')}".rstrip(), UNKNOWN
     word, cls = BANNER[outcome]
     if outcome == "accepted":
-        word = f"{word} {str(verdict.get('tier') or '?').upper()}"
+        word = f"{word} {str(tier or '?').upper()}"
     return word, cls
 
 
-def _pct(v: Any) -> str:
-    return f"{v:+.2%}" if isinstance(v, (int, float)) else "—"
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.2%}"
 
 
-def _share(v: Any) -> str:
-    return f"{v:.2%}" if isinstance(v, (int, float)) else "—"
+def _share(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2%}"
 
 
-def _num(v: Any) -> str:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return "—" if v is None else str(v)
+def _num(v: float | None) -> str:
+    if v is None:
+        return "—"
     return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
 
 
-def _interval(iv: Any) -> str:
-    return f"[{_pct(iv[0])}, {_pct(iv[1])}]" if isinstance(iv, (list, tuple)) and len(iv) == 2 else "—"
+def _interval(iv: tuple[float | None, ...]) -> str:
+    return f"[{_pct(iv[0])}, {_pct(iv[1])}]" if len(iv) == 2 else "—"
 
 
-def noise_text(report: dict[str, Any]) -> Text:
+def noise_text(report: NoiseReport) -> Text:
     """A noise round's report as the gate returned it: pair noise (schema 2) or the old spread."""
     t = Text()
-    if "sd" in report:
+    if report.held("sd"):
         t.append("pair noise ", style="bold")
-        t.append(f"SD {_share(report.get('sd'))} (95% {_share(report.get('lower'))}–{_share(report.get('upper'))}) "
-                 f"over {report.get('pairs', 0)} pairs  gain {_pct(report.get('gain'))}\n")
+        t.append(f"SD {_share(report.sd)} (95% {_share(report.lower)}–{_share(report.upper)}) "
+                 f"over {report.pairs} pairs  gain {_pct(report.gain)}\n")
         t.append("decides ", style="bold")
-        t.append(f"gains ≥ {_share(report.get('decidable_gain'))} within {report.get('max_pairs', '?')} pairs")
+        t.append(f"gains ≥ {_share(report.decidable_gain)} within {report.max_pairs or '?'} pairs")
         return t
     t.append("noise ", style="bold")
-    t.append(f"spread {_share(report.get('spread'))} over {report.get('pairs', 0)} pairs"
-             f"  gain {_pct(report.get('gain'))} {_interval(report.get('interval'))}\n")
+    t.append(f"spread {_share(report.spread)} over {report.pairs} pairs"
+             f"  gain {_pct(report.gain)} {_interval(report.interval)}\n")
     t.append("false positives ", style="bold")
-    t.append(f"{report.get('false_positives', 0)} of {report.get('windows', 0)} windows"
-             f"  suggested significance {_share(report.get('suggested_significance'))}")
+    t.append(f"{report.false_positives or 0} of {report.windows or 0} windows"
+             f"  suggested significance {_share(report.suggested_significance)}")
     return t
 
 
-def arithmetic_text(speed: dict[str, Any]) -> Text:
+def arithmetic_text(speed: SpeedPart) -> Text:
     """The verdict's own numbers, three compact lines; nothing is recomputed here."""
     t = Text()
-    if not speed:
-        return t
-    if speed.get("suppressed"):
+    if speed.suppressed:
         t.append("speed ", style="bold")
-        t.append(f"not computed: {speed['suppressed']}")
+        t.append(f"not computed: {speed.suppressed}")
         return t
-    if isinstance(speed.get("noise"), dict):
-        return noise_text(speed["noise"])
+    if speed.noise is not None:
+        return noise_text(speed.noise)
+    if not speed.decided_on:
+        return t
     t.append("gain ", style="bold")
-    t.append(f"{_pct(speed.get('gain'))} {_interval(speed.get('interval'))}"
-             f"  median {_num(speed.get('main_median'))} → {_num(speed.get('candidate_median'))}\n")
+    t.append(f"{_pct(speed.gain)} {_interval(speed.interval)}"
+             f"  median {_num(speed.main_median)} → {_num(speed.candidate_median)}\n")
     t.append("basis ", style="bold")
-    t.append(_pct(speed.get("basis")))
-    if speed.get("basis_kind"):
-        t.append(f" (Δ/{speed['basis_kind']})")
-    if speed.get("band"):
+    t.append(_pct(speed.basis))
+    if speed.basis_kind:
+        t.append(f" (Δ/{speed.basis_kind})")
+    if speed.band:
         t.append("  band ")
-        t.append(str(speed["band"]), style="bold")
+        t.append(speed.band, style="bold")
     t.append("\n")
-    d = speed.get("decision")
-    if isinstance(d, dict):
+    if (d := speed.decision) is not None:
         t.append("pairs ", style="bold")
-        t.append(f"{d.get('pairs')}" + (f" (+{d['prior_pairs']} pooled)" if d.get("prior_pairs") else ""))
-        t.append(f"  state {d.get('state')}  levels {1 - float(speed.get('confidence') or 0.99):.0%}")
-        if speed.get("pair_sd") is not None:
-            t.append(f"  pair SD {_share(speed.get('pair_sd'))}")
+        t.append(f"{d.pairs}" + (f" (+{d.prior_pairs} pooled)" if d.prior_pairs else ""))
+        t.append(f"  state {d.state}")
+        if speed.false_accept is not None:
+            t.append(f"  false accept {speed.false_accept:.0%}")
+        if speed.pair_sd is not None:
+            t.append(f"  pair SD {_share(speed.pair_sd)}")
         t.append("\n")
-    t.append(f"frontier {_num(speed.get('frontier'))}")
-    if speed.get("frontier_source"):
-        t.append(f" ({speed['frontier_source']})")
-    anchor = speed.get("anchor")
-    t.append("  anchor " + ("unset" if anchor in (0, 0.0, None) else _num(anchor)))
+    t.append(f"frontier {_num(speed.frontier)}")
+    if speed.frontier_source:
+        t.append(f" ({speed.frontier_source})")
+    t.append("  anchor " + ("unset" if not speed.anchor else _num(speed.anchor)))
     return t
 
 
@@ -135,7 +136,7 @@ class VerdictPanel(Vertical):
     def __init__(self, **kw: Any) -> None:
         super().__init__(id="verdict", **kw)
         self.border_title = "verdict"
-        self.verdict: dict[str, Any] | None = None
+        self.verdict: VerdictRecord | None = None
         self.label = ""
         self.text_plain = ""
 
@@ -155,48 +156,36 @@ class VerdictPanel(Vertical):
         self.text_plain = t.plain
         self.query_one("#verdict-text", Static).update(t)
 
-    def show(self, verdict: dict[str, Any]) -> None:
-        self.verdict = verdict or {}
-        v = self.verdict
-        self.label, cls = banner_label(v)
+    def show(self, verdict: VerdictRecord) -> None:
+        self.verdict = v = verdict
+        self.label, cls = banner_label(v.outcome.value, v.tier)
         self.remove_class(*_CLASSES)
         self.add_class(cls)
         self.query_one(BigText).text = self.label
         t = Text()
-        t.append(f"outcome {v.get('outcome', '?')}", style="bold")
-        if v.get("tier"):
-            t.append(f"  tier {v['tier']}", style="bold")
-            span = v.get("tier_span")
-            if span and span[0] != span[-1]:
-                t.append(f" (interval spans {span[0]}–{span[-1]})")
-        if v.get("would_be_tier"):
-            t.append(f"  would be tier {v['would_be_tier']}")
-        if "exit_code" in v:
-            t.append(f"  exit {v['exit_code']}")
+        t.append(f"outcome {v.outcome.value}", style="bold")
+        if v.tier:
+            t.append(f"  tier {v.tier}", style="bold")
+            if v.tier_span and v.tier_span[0] != v.tier_span[-1]:
+                t.append(f" (interval spans {v.tier_span[0]}–{v.tier_span[-1]})")
+        if v.would_be_tier:
+            t.append(f"  would be tier {v.would_be_tier}")
+        if v.exit_code is not None:
+            t.append(f"  exit {v.exit_code}")
         t.append("\n")
-        speed = v.get("speed")
-        if isinstance(speed, dict) and speed:
-            t.append_text(arithmetic_text(speed))
+        speed = arithmetic_text(v.speed)
+        if speed.plain:
+            t.append_text(speed)
             t.append("\n")
-        for reason in v.get("reasons") or []:
-            msg, code = _entry(reason)
+        for reason in v.reasons:
             t.append("• ", style="bold")
-            t.append(msg)
-            if code:
-                t.append(f"  [{code}]", style="dim")
+            t.append(reason.message or reason.code)
+            t.append(f"  [{reason.code}]", style="dim")
             t.append("\n")
-        for warning in v.get("warnings") or []:
-            msg, code = _entry(warning)
-            t.append("⚠ " + msg, style="yellow")
-            if code:
-                t.append(f"  [{code}]", style="dim")
+        for warning in v.warnings:
+            t.append("⚠ " + (warning.message or warning.code), style="yellow")
+            t.append(f"  [{warning.code}]", style="dim")
             t.append("\n")
         t.rstrip()
         self.text_plain = t.plain
         self.query_one("#verdict-text", Static).update(t)
-
-
-def _entry(item: Any) -> tuple[str, str]:
-    if isinstance(item, dict):
-        return str(item.get("message") or item.get("code") or item), str(item.get("code") or "")
-    return str(item), ""

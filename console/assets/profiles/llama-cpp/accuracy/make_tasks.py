@@ -3,7 +3,7 @@
 Every item is made here, from templates and facts written for this file (arithmetic,
 world capitals, English antonyms, plurals, ordered sequences), so the set is ours to ship.
 Each prompt is a short few-shot pattern whose answer is one word or number; a greedy
-continuation is scored by its first line (console.core.accuracy.is_correct). The kinds are
+continuation is scored by its first line (console.core.decisions.accuracy.is_correct). The kinds are
 chosen so a 270M model gets some right and some wrong: a broken engine then loses items.
 """
 from __future__ import annotations
