@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protoco
 from .core.records.parity import KLStats
 from .core.records.receipt import Rep
 from .core.records.verdict import VerdictRecord
-from .core.records.verdict_parts import CellPart
+from .core.records.verdict_parts import AccuracyGrade, CellPart
 
 _REGISTRY: dict[str, type["Event"]] = {}
 
@@ -181,8 +181,15 @@ class AccuracyProgress(Event):
 class AccuracyGraded(Event):
     """The gate's grade of the task accuracy stage (console.core.decisions.gate.grade_accuracy)."""
     kind: ClassVar[str] = "accuracy_graded"
-    grade: dict[str, Any]   # scores, delta, tolerance and its estimator, status
+    grade: AccuracyGrade    # scores, delta, tolerance and its estimator, status
     reasons: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grade, AccuracyGrade):      # a journal's line: read here, once
+            self.grade = AccuracyGrade.from_dict(self.grade)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"grade": self.grade.to_dict(), "reasons": list(self.reasons), "at": self.at, "kind": self.kind}
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import IO, Any, Callable
 from .. import events as ev
 from ..core.decisions.progress import Tracker, build_how, build_step, duration
 from ..core.records.verdict import VerdictRecord
-from ..core.records.verdict_parts import AccuracyGrade, CellPart, SpeedPart
+from ..core.records.verdict_parts import CellPart, SpeedPart
 from .export.table import render as aligned
 from .matrix import matrix_table, summary_line
 from .words import HEADLINES, rate_text, source_text, tier_text
@@ -110,7 +110,7 @@ class LineReporter:
 
     def _accuracy_graded(self, e: ev.AccuracyGraded) -> str:
         text = "accuracy " + accuracy_grade_text(e)
-        return self._c(text, "green" if AccuracyGrade.from_dict(e.grade).status == "pass" else "red")
+        return self._c(text, "green" if e.grade.status == "pass" else "red")
 
     def _adjudication_step(self, e: ev.AdjudicationStep) -> str:
         colour = None if e.ok is None else ("green" if e.ok else "red")
@@ -267,7 +267,7 @@ def accuracy_progress_text(e: ev.AccuracyProgress) -> str:
 
 def accuracy_grade_text(e: ev.AccuracyGraded) -> str:
     """The gate's grade of task accuracy in one line (headless lines, TUI notices)."""
-    g = AccuracyGrade.from_dict(e.grade)
+    g = e.grade
     if g.status not in ("pass", "fail"):
         return "not graded: " + "; ".join(e.reasons)
     return (f"{g.status}: reference {g.reference_score:.1%}, candidate {g.candidate_score:.1%} "

@@ -180,7 +180,7 @@ class DashboardScreen(Screen[None]):
         self.note("error" if e.error else "info", "accuracy", accuracy_progress_text(e), e.at)
 
     def _accuracy_graded(self, e: ev.AccuracyGraded) -> None:
-        self.note("info" if e.grade.get("status") == "pass" else "error", "accuracy", accuracy_grade_text(e), e.at)
+        self.note("info" if e.grade.status == "pass" else "error", "accuracy", accuracy_grade_text(e), e.at)
 
     def _adjudication(self, e: ev.AdjudicationStep) -> None:
         level = "warn" if e.ok is None else ("info" if e.ok else "error")
