@@ -30,10 +30,11 @@ def llama_ready(docker_client, path: Path = LLAMA_PROFILE) -> Profile:
 
 
 def verdict_of(events) -> dict:
-    """The verdict a round ended with (failing with its notices when there was none)."""
+    """The verdict a round ended with, as it is sealed (its JSON: what these tests check the words and
+    figures of), failing with the round's notices when there was none."""
     v = [e for e in events if isinstance(e, ev.VerdictReady)]
     assert v, [e.to_dict() for e in events if isinstance(e, ev.Notice)]
-    return v[-1].verdict
+    return v[-1].verdict.to_dict()
 
 
 def codes(v: dict) -> set[str]:

@@ -143,7 +143,7 @@ def test_a_matrix_round_calls_a_regression_in_one_cell_slower_and_still_shows_th
         assert [(x["build"], x["index"]) for x in reps[:4]] == [("main", 0), ("candidate", 0), ("candidate", 1),
                                                                ("main", 1)]
     steps = [e for e in events if isinstance(e, ev.CellsStep)]
-    assert steps and {c["key"] for c in steps[-1].cells} == set(cells)
+    assert steps and {c.key for c in steps[-1].cells} == set(cells)
     assert v["parity"]["timed_path"]["status"] == "pass"      # the home cell's runs, against main's
     assert cli_main(["verdict", str(rnd.receipt_path), "--format", "md"]) == 1
     shown = capsys.readouterr().out
