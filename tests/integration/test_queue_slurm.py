@@ -120,17 +120,17 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
     receipts = store.ledger_receipts(ledger)
     jobs = set()
     for rid in recorded:
-        slurm = receipts[rid]["host"]["slurm"]
+        slurm = receipts[rid].host["slurm"]
         assert slurm["node"] in NODES and slurm["partition"] == cluster.partition
         jobs.add(slurm["job_id"])
     assert len(jobs) == 3 and not {job, killed} & jobs
     # the jobs removed the candidates' images of the rounds they sealed (the IDs stay in the
     # receipts) and kept main's, which every next round of this main reuses by its build key
-    mains = {receipts[rid]["builds"]["main"]["image_id"] for rid in recorded}
+    mains = {receipts[rid].builds["main"].image_id for rid in recorded}
     assert len(mains) == 1 and docker_client.images.get(mains.pop())
     for rid in recorded:
         with pytest.raises(docker.errors.ImageNotFound):
-            docker_client.images.get(receipts[rid]["builds"]["candidate"]["image_id"])
+            docker_client.images.get(receipts[rid].builds["candidate"].image_id)
     logs = "".join(p.read_text() for p in (d / "queue-jobs").glob("*.log"))
     assert "removed image sha256:" in logs and "kept main's image sha256:" in logs
     assert not docker_client.containers.list(all=True, filters={"label": "bench-console"})
