@@ -50,12 +50,12 @@ def drive(rnd, args) -> int:
         from .tui.app import run_tui
         code = run_tui(rnd)
         if rnd.receipt is not None:         # the screen is gone: the terminal says it
-            LineReporter()(export_notice(rnd.receipt, rnd.cfg.out_dir))
+            LineReporter()(export_notice(rnd.sealed or rnd.receipt, rnd.cfg.out_dir))
         return rnd.exit_code if code is None else code
     sink = JsonLinesReporter() if getattr(args, "format", "text") == "jsonl" else LineReporter(verbose=args.verbose)
     follow(rnd, sink)
     if rnd.receipt is not None:
-        sink(export_notice(rnd.receipt, rnd.cfg.out_dir))
+        sink(export_notice(rnd.sealed or rnd.receipt, rnd.cfg.out_dir))
     return int(rnd.exit_code)
 
 

@@ -142,6 +142,3 @@ ADAPTERS = _registry(
     Adapter(LLAMA_BENCH, parse_llama_bench, writes_logits=False,
             description="llama.cpp's `llama-bench -o json|jsonl` report"),
 )
-
-# a view of the registry for readers that only ask whether a format writes logits
-WRITES_LOGITS = {name: a.writes_logits for name, a in ADAPTERS.items()}

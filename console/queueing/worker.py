@@ -274,7 +274,7 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
 
     follow(rnd, sink)
     if rnd.receipt is not None:         # its reports, from the sealed receipt, as `console run` writes them
-        lines(export_notice(rnd.receipt, out))
+        lines(export_notice(rnd.sealed or rnd.receipt, out))
     # the round's first line is the diagnosis; its hints are for a person at a terminal
     message = ((ended[-1].message if ended else "") or "").split("\n", 1)[0]
     if rnd.decided_by is not None and rnd.receipt is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import events as ev
 from ..core.records.receipt import Receipt
 from ..core.records.served import WorkloadDraw
-from ..engine.adapters import WRITES_LOGITS
+from ..engine.adapters import ADAPTERS
 from ..profile import Profile
 from . import parity as checks
 from .serving.blocks import run_block
@@ -23,7 +23,7 @@ class Harness:
     """The bench command, run once per rep; its logits (where it writes them) are graded too."""
 
     def __init__(self, p: Profile):
-        self.writes_logits = WRITES_LOGITS[p.bench.adapter]
+        self.writes_logits = ADAPTERS[p.bench.adapter].writes_logits
 
     def unchecked(self, p: Profile) -> str | None:
         """Said once when what the timed runs compute cannot be compared with the reference."""

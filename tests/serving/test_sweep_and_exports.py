@@ -113,8 +113,8 @@ def test_the_exporters_write_a_receipts_reports_and_a_sweeps_page_and_say_so(tmp
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     r = make_receipt()
     r["verdict"] = gate.decide(Receipt.from_dict(r), GateRules()).to_dict()
-    assert export(r, tmp_path) == [tmp_path / "junit.xml", tmp_path / "summary.md"]
-    sealed = Receipt.from_dict(r)
+    sealed = Receipt.from_dict(r)       # what the round hands over: its sealed receipt, as it read it
+    assert export(sealed, tmp_path) == [tmp_path / "junit.xml", tmp_path / "summary.md"]
     assert (tmp_path / "junit.xml").read_text() == junit_xml(sealed, sealed.verdict)
     assert (tmp_path / "summary.md").read_text() == markdown_summary(sealed, sealed.verdict)
     sweep = {"kind": "sweep", "round_id": "r1", "levels": [], "slo_ms": {}, "server_slots": 1,

@@ -36,14 +36,12 @@ def write_sealed(out: Path, r: Receipt, verdict: VerdictRecord) -> list[Path]:
     return _save([(e, e.path(out, round_id=r.round_id), text) for e, text in made])
 
 
-def export(record: Mapping[str, Any], out: Path) -> list[Path]:
-    """Every file ``record``'s kind leaves beside it (its record's ``exports``, in their order): a
-    sealed receipt is read here once for its exporters; a sweep's document, which seals nothing, is
-    rendered as it is."""
-    kind = kinds.of(record["kind"])     # what drives rounds hands either document; both name their kind
-    if kind.sealed:
-        r = Receipt.from_dict(record)
-        return write_sealed(out, r, r.sealed_verdict())
+def export(record: Receipt | Mapping[str, Any], out: Path) -> list[Path]:
+    """Every file ``record``'s kind leaves beside it (its record's ``exports``, in their order): the
+    round's sealed receipt, as the round read it, or a sweep's document, which seals nothing."""
+    if isinstance(record, Receipt):
+        return write_sealed(out, record, record.sealed_verdict())
+    kind = kinds.of(record["kind"])
     made = [(e, e.render(record)) for e in after(kind)]
     return _save([(e, e.path(out, round_id=record["round_id"]), text) for e, text in made])
 
@@ -66,7 +64,7 @@ def _save(made: Sequence[tuple[Exporter, Path, str]]) -> list[Path]:
     return [path for _, path, _ in made]
 
 
-def export_notice(record: Mapping[str, Any], out: Path) -> ev.Notice:
+def export_notice(record: Receipt | Mapping[str, Any], out: Path) -> ev.Notice:
     """``export``, said as one notice: the files written, or why not (the round is sealed either way)."""
     try:
         written = export(record, out)
