@@ -106,7 +106,7 @@ def remove_images(client, image_ids: list[str]) -> dict[str, str]:
 def containers_by_job(client) -> dict[str, list]:
     """The console's run containers that carry a batch job's label, by that job's id."""
     jobs: dict[str, list] = {}
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}):
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}.slurm-job"}, ignore_removed=True):
         job = c.labels.get(f"{LABEL}.slurm-job", "")
         if job:
             jobs.setdefault(job, []).append(c)
@@ -303,7 +303,7 @@ class DockerRuntime:
     def cleanup_round(self) -> int:
         """Remove every container of this round (the normal end of a round)."""
         return self._remove(self.client.containers.list(
-            all=True, filters={"label": f"{LABEL}.round={self.round_label}"}))
+            all=True, filters={"label": f"{LABEL}.round={self.round_label}"}, ignore_removed=True))
 
     def cleanup_leftovers(self, stale_after_s: float = 3600.0) -> int:
         """Remove what crashed rounds left behind, without touching a live round's run.
@@ -312,9 +312,11 @@ class DockerRuntime:
         it has just created, or whose run has just ended and is being read, is stopped but not left
         over. So a stopped container is a leftover once it has been stopped a minute; a running or
         paused one once it is older than any run's timeout could allow (its console died with it).
+        That other round also removes its own containers while this one lists them: a listed
+        container gone before it is read is no longer there to clean (``ignore_removed``), not an error.
         """
         now = dt.datetime.now(dt.timezone.utc)
-        stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL})
+        stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
                  if is_leftover(c.status, c.attrs.get("State") or {}, c.attrs.get("Created", ""), now,
                                 stale_after_s)]
         return self._remove(stale)
