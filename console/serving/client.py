@@ -44,6 +44,7 @@ class RequestRecord:
     input_tokens: int
     max_tokens: int
     sent_s: float = 0.0
+    due_s: float = 0.0              # its arrival in the load's schedule (0: a closed loop's, sent when a slot frees)
     first_token_s: float | None = None
     token_s: list[float] = field(default_factory=list)    # each chunk that carried text
     output_tokens: int = 0          # the server's usage.completion_tokens, else text chunks
@@ -87,6 +88,7 @@ class RequestRecord:
     def from_dict(cls, d: Mapping[str, Any]) -> RequestRecord:
         return cls(index=int(d["index"]), input_tokens=int(d.get("input_tokens") or 0),
                    max_tokens=int(d.get("max_tokens") or 0), sent_s=float(d.get("sent_s") or 0.0),
+                   due_s=float(d.get("due_s") or 0.0),
                    first_token_s=_opt_float(d.get("first_token_s")),
                    token_s=[float(x) for x in d.get("token_s") or []],
                    output_tokens=int(d.get("output_tokens") or 0), chunks=int(d.get("chunks") or 0),
@@ -245,7 +247,7 @@ async def stream_one(client: httpx.AsyncClient, url: str, req: Request, fields: 
                      t0: float, timeout_s: float, ids: bool = False) -> RequestRecord:
     """POST one streaming completion (OpenAI ``/v1/completions``) and record every text chunk's
     arrival. Errors are recorded, never raised; ``timeout_s`` bounds the whole request."""
-    rec = RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens)
+    rec = RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens, due_s=req.at_s)
     body = _body(req, fields, max_tokens=req.max_tokens, stream=True)
     rec.sent_s = time.perf_counter() - t0
     try:
