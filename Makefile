@@ -5,6 +5,7 @@
 #   make llama  - llama.cpp 0.3.16 vs 0.3.36 (from their sdists) on Gemma 3 270M, a whole round
 #   make llama-matrix - the same as a matrix round (prefill and decode at two depths, decided together)
 #   make serve  - the same two releases' llama-server under load: a serving round (TTFT, ITL, throughput)
+#   make serve-matrix - the same servers at 1 and 4 requests in flight, decided together
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -12,7 +13,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve setup-local
+.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve serve-matrix setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -79,6 +80,12 @@ llama-matrix: llama-setup $(LOCAL)
 serve: llama-setup $(LOCAL)
 	$(BIN)/console reference capture --profile $(SERVER) --if-needed
 	$(BIN)/console run --profile $(SERVER) $(ARGS)
+
+# The same servers as a matrix of loads (1 and 4 requests in flight), decided together; the same
+# builds and reference as `make serve`.
+serve-matrix: llama-setup $(LOCAL)
+	$(BIN)/console reference capture --profile $(SERVER) --if-needed
+	$(BIN)/console run --profile profiles/llama-server-matrix.toml $(ARGS)
 
 # The fast tests (stopping at the first failure) run beside the making of the base images and
 # the llama.cpp reference: none of them times anything, and no round starts before all three are

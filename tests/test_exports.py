@@ -28,7 +28,7 @@ from console.reports.export.junit import junit_xml
 from console.reports.export.summary import markdown_summary
 from console.reports.ledger import LEDGER_COLUMNS, VERDICT_COLUMNS
 from console.reports.queue import HISTORY_COLUMNS, QUEUE_COLUMNS
-from console.reports.matrix import MATRIX_COLUMNS
+from console.reports.matrix import MATRIX_COLUMNS, SERVED_COLUMNS
 from console.reports.serving import BLOCK_COLUMNS
 from console.reports.text import LineReporter, annotations
 
@@ -142,7 +142,8 @@ def test_every_exported_column_is_documented():
                        ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS),
                        ("history-series", H.SERIES_COLUMNS), ("history-changes", H.CHANGE_COLUMNS),
                        ("history-points", H.POINT_COLUMNS), ("bisect-summary", BI.SUMMARY_COLUMNS),
-                       ("bisect-steps", BI.STEP_COLUMNS), ("matrix", MATRIX_COLUMNS)):
+                       ("bisect-steps", BI.STEP_COLUMNS), ("matrix", MATRIX_COLUMNS),
+                       ("matrix-served", SERVED_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]
         documented = re.findall(r"^\| `([a-z_0-9]+)` \|", section, re.M)
         assert documented == [c.key for c in cols], name

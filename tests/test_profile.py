@@ -393,15 +393,52 @@ def test_a_broken_matrix_names_the_file_the_key_and_what_was_expected(tmp_path, 
     _refused(_matrix_variant(tmp_path, edit), key, expected)
 
 
-def test_a_serving_profile_refuses_a_matrix_and_says_what_measures_it_instead(tmp_path):
+def _server_variant(tmp_path, extra: str):
     server = ROOT / "profiles" / "llama-server.toml"
     (tmp_path / "llama-server").symlink_to(ROOT / "profiles" / "llama-server")
     (tmp_path / "llama-cpp").symlink_to(ROOT / "profiles" / "llama-cpp")
     p = tmp_path / "llama-server.toml"
-    p.write_text(server.read_text() + '\n[matrix]\naxes = [{ name = "depth", values = [0] }]\n')
+    p.write_text(server.read_text() + extra)
+    return p
+
+
+def test_a_serving_matrix_is_a_matrix_of_loads(tmp_path):
+    p = load_profile(_server_variant(tmp_path, '\n[matrix]\naxes = [{ name = "concurrency", values = [1, 4] }]\n'))
+    cells = p.matrix.cells
+    assert [c.key for c in cells] == ["concurrency=1", "concurrency=4"]
+    # the round's own load (concurrency 4) is the home cell and sets nothing; the other sets its load
+    assert [c.args for c in cells] == [(("concurrency", "1"),), ()] and p.matrix.home == "concurrency=4"
+    from console.round.kinds import named
+    from console.round.plan import RoundConfig
+    kind = RoundConfig(profile=p, main=p.source, candidate=p.source, out_dir=tmp_path).kind
+    assert kind.name == "matrix" and kind.slots(p) == 4 and named("matrix").slots(p) == 4
+
+
+def test_a_serving_matrix_of_rates_has_no_home_and_its_first_cell_stands_in(tmp_path):
+    p = load_profile(_server_variant(tmp_path, '\n[matrix]\naxes = [{ name = "rate", values = [0.5, 2] }, '
+                                               '{ name = "concurrency", values = [2, 8] }]\n'))
+    assert p.matrix.home == "rate=0.5,concurrency=2"
+    assert dict(p.matrix.cell("rate=2,concurrency=8").args) == {"concurrency": "8", "rate": "2"}
+    from console.round.kinds import named
+    assert named("matrix").slots(p) == 8
+
+
+@pytest.mark.parametrize("extra, key, expected", [
+    ('\n[matrix]\naxes = [{ name = "depth", values = [0] }]\n', "matrix.axes",
+     "expected a serving cell to set only concurrency, rate"),
+    ('\n[matrix]\naxes = [{ name = "concurrency", values = [0, 4] }]\n', "matrix.axes[0].values",
+     "expected concurrency to be an integer from 1 to 1024"),
+    ('\n[matrix]\naxes = [{ name = "rate", values = [-1] }]\n', "matrix.axes[0].values", "expected rate to be"),
+])
+def test_a_serving_matrix_refuses_what_a_load_cannot_be(tmp_path, extra, key, expected):
     with pytest.raises(ProfileError) as e:
-        load_profile(p)
-    assert e.value.key == "matrix" and "console sweep" in e.value.expected
+        load_profile(_server_variant(tmp_path, extra))
+    assert e.value.key == key and expected in e.value.expected, (e.value.key, e.value.expected)
+
+
+def test_a_bench_matrix_refuses_a_load(tmp_path):
+    _refused(_matrix_variant(tmp_path, lambda t: t.replace(AXES, 'axes = [{ name = "concurrency", values = [1, 4] }]')),
+             "matrix.axes", "a load: only a serving profile has one")
 
 
 def test_receipts_sealed_before_the_serial_correction_rederive_with_independent_pairs():

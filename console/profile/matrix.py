@@ -11,9 +11,12 @@ from pydantic import model_validator
 from ..core.records.matrix import Cell, MatrixSpec, cell_key
 from .checks import Int, Str, Table, key, refuse
 
-# What a cell may set: the rep's shape, and the placeholders the console fills with a default.
-FIELDS = ("depth", "tokens", "metric", "threads", "fill")
-Scalar = Int | Str
+# What a cell may set: the rep's shape, the placeholders the console fills with a default, and a
+# serving cell's load (requests in flight, and an arrival rate: 0 is a closed loop at the cap).
+FIELDS = ("depth", "tokens", "metric", "threads", "fill", "concurrency", "rate")
+BENCH_FIELDS = FIELDS[:5]
+SERVING_FIELDS = ("concurrency", "rate")
+Scalar = Int | float | Str
 AxisValue = Scalar | dict[str, Scalar]
 
 
@@ -84,6 +87,10 @@ def _field_problem(key: str, x: Any) -> str | None:
         return f"expected metric to be a metric name, got {x!r}"
     elif key == "fill" and x not in ("decode", "prefill"):
         return f"expected fill to be 'decode' or 'prefill', got {x!r}"
+    elif key == "concurrency" and (isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= 1024):
+        return f"expected concurrency to be an integer from 1 to 1024, got {x!r}"
+    elif key == "rate" and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1e5):
+        return f"expected rate to be requests per second from 0 (a closed loop) to 100000, got {x!r}"
     return None
 
 
@@ -97,7 +104,9 @@ def _fields_of(axis: str, v: Any) -> dict[str, Any]:
 
 def spec_of(t: MatrixTable, defaults: dict[str, Any]) -> MatrixSpec:
     """The cells of ``t``: every combination of its axes' values over the bench's own ``defaults``
-    (depth, tokens, metric, threads, fill); the home cell is the one of the bench's own shape."""
+    (depth, tokens, metric, threads, fill; and a serving profile's concurrency and rate); the home
+    cell is the one of the bench's own shape (a serving matrix whose cells all change the load has
+    none: it has no short runs to check against long ones, and its first cell stands in)."""
     cells = []
     for combo in itertools.product(*[[(a.name, v) for v in a.values] for a in t.axes]):
         fields = dict(defaults)
@@ -105,16 +114,47 @@ def spec_of(t: MatrixTable, defaults: dict[str, Any]) -> MatrixSpec:
             fields.update(_fields_of(axis, v))
         axes = tuple((axis, label_of(v)) for axis, v in combo)
         guarded = any(all(dict(axes).get(k) == str(x) for k, x in sel.items()) for sel in t.guarded)
-        args = tuple((k, str(fields[k])) for k in FIELDS[3:] if str(fields[k]) != str(defaults[k]))
+        args = tuple((k, _text(fields[k])) for k in FIELDS[3:] if k in defaults and _text(fields[k]) != _text(defaults[k]))
         cells.append(Cell(key=cell_key(axes), axes=axes, depth=int(fields["depth"]), tokens=int(fields["tokens"]),
                           metric=str(fields["metric"]), args=args, role="guarded" if guarded else "scored"))
     home = next((c.key for c in cells if not c.args and (c.depth, c.tokens, c.metric)
                  == (defaults["depth"], defaults["tokens"], defaults["metric"])), "")
+    if not home and "concurrency" in defaults and cells:
+        home = cells[0].key
     return MatrixSpec(axes=tuple(a.name for a in t.axes), cells=tuple(cells), home=home, rule=t.rule)
 
 
-def problem(spec: MatrixSpec, placeholders: set[str], short_tokens: int) -> tuple[str, str] | None:
+def _text(x: Any) -> str:
+    """A field's value as a cell's argument says it (a rate of 2 and of 2.0 are one rate)."""
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def serving_problem(t: MatrixTable) -> tuple[str, str] | None:
+    """(key, what was expected) when a serving profile's [matrix] sets what a serving cell cannot:
+    its cells are loads (concurrency, rate) and the scored metric; the rest is the workload's."""
+    for a in t.axes:
+        for v in a.values:
+            if bad := sorted(set(_fields_of(a.name, v)) - set(SERVING_FIELDS)):
+                return ("axes", f"expected a serving cell to set only {', '.join(SERVING_FIELDS)} (axis {a.name!r} "
+                                f"sets {', '.join(bad)}): its prompts are the workload's")
+    return None
+
+
+def bench_problem(t: MatrixTable) -> tuple[str, str] | None:
+    """(key, what was expected) when a bench profile's [matrix] sets a serving load."""
+    for a in t.axes:
+        for v in a.values:
+            if bad := sorted(set(_fields_of(a.name, v)) - set(BENCH_FIELDS)):
+                return ("axes", f"expected fields among {', '.join(BENCH_FIELDS)} (axis {a.name!r} sets "
+                                f"{', '.join(bad)}, a load: only a serving profile has one)")
+    return None
+
+
+def problem(spec: MatrixSpec, placeholders: set[str], short_tokens: int,
+            serving: bool = False) -> tuple[str, str] | None:
     """(key, what was expected) when the cells cannot run as declared, else None."""
+    if serving:
+        return None if any(c.scored for c in spec.cells) else ("guarded", "expected at least one scored cell")
     if not spec.home:
         return ("axes", "expected a cell of the bench's own shape (bench.depth, bench.tokens, bench.metric, the "
                         "default threads and fill): its runs are the long runs the short runs' wall-clock "

@@ -14,7 +14,7 @@ from ..core.decisions.queue import QueueRules
 from ..core.records.rules import Bands, GateRules, Guard, LatencyGuard
 from ..core.decisions.serving import LATENCIES
 from .checks import RATE, Bool, Int, Num, Str, Strs, Table, key, placeholders, refuse, within
-from .matrix import MatrixTable, problem as matrix_problem, spec_of
+from .matrix import MatrixTable, bench_problem, problem as matrix_problem, serving_problem, spec_of
 from .serving import ServerSpec, scored_problem
 from .spec import (AccuracySpec, AdjudicationSpec, BenchSpec, HarnessSpec, ImageSpec, ModelFile, ParitySpec,
                    ReferenceSpec, RunSpec, SERVE, Source)
@@ -288,14 +288,15 @@ class ProfileFile(Table):
         return self
 
     def _matrix_fits(self) -> None:
-        if self.server is not None:
-            raise refuse("expected no [matrix] in a serving profile: a serving matrix is not supported yet "
-                         "(`console sweep` measures a serving profile over load levels)", "matrix")
+        serving = self.server is not None
+        if (bad := (serving_problem if serving else bench_problem)(self.matrix)) is not None:
+            raise refuse(bad[1], f"matrix.{bad[0]}")
         if self.gate.guards:
             raise refuse("expected no [[gate.guards]] beside a [matrix]: guarded cells (matrix.guarded) "
                          "take their place", "gate.guards")
         spec = matrix_spec(self)
-        if (bad := matrix_problem(spec, set(placeholders(self.bench.command)), self.bench.short_tokens)) is not None:
+        if (bad := matrix_problem(spec, set(placeholders(self.bench.command)), self.bench.short_tokens,
+                                  serving)) is not None:
             raise refuse(bad[1], f"matrix.{bad[0]}")
 
 
@@ -303,4 +304,6 @@ def matrix_spec(f: ProfileFile) -> Any:
     """The cells of a profile's [matrix] over its bench's own shape (core.matrix.MatrixSpec)."""
     b = f.bench
     defaults = {"depth": b.depth, "tokens": b.tokens, "metric": b.metric, "threads": f.run.threads, "fill": b.fill}
+    if f.server is not None:
+        defaults.update(concurrency=f.server.concurrency, rate=f.server.rate)
     return spec_of(f.matrix, defaults)

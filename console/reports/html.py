@@ -17,7 +17,8 @@ from ..core.decisions import counting, gate
 from ..core.records.receipt import BUILDS, Figures, Receipt, Rep
 from ..core.records.rules import Bands
 from ..core.records.verdict import VerdictRecord
-from .matrix import axes_of, cells_of, row_of, summary_line as matrix_summary
+from .matrix import axes_of, cells_of, matrix_table, row_of, summary_line as matrix_summary
+from .tables import shown
 from .words import HEADLINES, accuracy_sentence, gain_phrase, rate_text, source_text, tier_text
 
 COLOURS = {"main": "#1f6fb4", "candidate": "#e8710a"}
@@ -161,7 +162,7 @@ def _round_section(i: int, r: Receipt, v: VerdictRecord, numbered: bool) -> str:
              *([("Matrix: each cell's gain", _matrix_plot(v),
                  "Each cell's paired gain (colour: green faster, red slower), its interval at the cell's "
                  "false-accept rate (the family's rate split over the cells), its pairs and its outcome. "
-                 + matrix_summary(v))] if cells_of(v) else
+                 + matrix_summary(v) + _cells_table(v))] if cells_of(v) else
                [("Paired gains and the decision", _pairs_plot(r, v),
                  "Candidate / main per pair, as the gate pairs the counted timed reps; the decision's interval "
                  "is drawn over the profile's tier bands.")]),
@@ -379,12 +380,29 @@ def _matrix_plot(v: VerdictRecord) -> str:
         iv = "[" + ", ".join("…" if x is None else f"{100 * x:+.1f}" for x in (row["low"], row["high"])) + "]"
         gain = "n/a" if row["gain"] is None else f"{100 * row['gain']:+.1f} %"
         said = f"{row['outcome']}" + (f" {row['tier']}" if row["tier"] else "")
-        ax.text(j, i, f"{gain}\n{iv}\n{said}, {row['pairs']} pairs", ha="center", va="center", fontsize=8)
+        ax.text(j, i, f"{gain}\n{iv}\n{said}, {row['pairs']} pairs" + _tile_latency(row), ha="center",
+                va="center", fontsize=8)
     top = max([abs(x) for r_ in grid for x in r_ if math.isfinite(x)] + [1.0])
     ax.imshow(grid, cmap="RdYlGn", norm=TwoSlopeNorm(0.0, -top, top), aspect="auto")
     ax.set_xticks(range(len(cols)), [f"{across}={x}" for x in cols])
     ax.set_yticks(range(len(rows)), rows)
     return _svg(fig)
+
+
+def _tile_latency(row: dict[str, Any]) -> str:
+    """A serving cell's TTFT p99, main's then the candidate's, under its gain."""
+    if "ttft_p99_main" not in row:
+        return ""
+    ms = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
+    return f"\nTTFT p99 {ms(row['ttft_p99_main'])} → {ms(row['ttft_p99_candidate'])} ms"
+
+
+def _cells_table(v: VerdictRecord) -> str:
+    """The cells as the exports tabulate them (matrix_table), as HTML: every figure, every outcome."""
+    t = matrix_table(v)
+    head = "".join(f'<th title="{esc(c.doc)}">{esc(c.key)}</th>' for c in t.columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(text)}</td>" for text in row) + "</tr>" for row in shown(t))
+    return f'</figcaption><table class="builds"><tr>{head}</tr>{body}</table><figcaption>'
 
 
 def _parity_plot(r: Receipt) -> str:

@@ -22,6 +22,15 @@ MATRIX_COLUMNS = (
     Column("outcome", "accepted | none | slower | cleared (a guarded cell) | open | conflict"),
     Column("tier", "the cell's tier, when accepted"),
 )
+_MS = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
+# a serving matrix's cells are loads: each build's tail latencies beside its throughput
+SERVED_COLUMNS = (
+    Column("ttft_p99_main", "main's TTFT p99 in the cell, ms (median over its counted blocks)", _MS),
+    Column("ttft_p99_candidate", "the candidate's TTFT p99 in the cell, ms", _MS),
+    Column("itl_p99_main", "main's ITL p99 in the cell, ms", _MS),
+    Column("itl_p99_candidate", "the candidate's ITL p99 in the cell, ms", _MS),
+    Column("latency", "the cell's latency guards: pass | uncertain | breach | unmeasured, per guard"),
+)
 
 
 def cells_of(verdict: VerdictRecord) -> tuple[CellPart, ...]:
@@ -44,9 +53,19 @@ def row_of(c: CellPart, axes: Sequence[str]) -> dict[str, Any]:
     tier = c.tier
     if tier and c.span and c.span[0] != c.span[-1]:
         tier = f"{tier} (spans {c.span[0]}–{c.span[-1]})"
-    return {**{a: c.axes[a] for a in axes}, "metric": c.metric, "role": c.role,
-            "main": c.main_median, "candidate": c.candidate_median, "gain": c.gain,
-            "low": low, "high": high, "pairs": c.pairs, "outcome": c.state, "tier": tier}
+    row = {**{a: c.axes[a] for a in axes}, "metric": c.metric, "role": c.role,
+           "main": c.main_median, "candidate": c.candidate_median, "gain": c.gain,
+           "low": low, "high": high, "pairs": c.pairs, "outcome": c.state, "tier": tier}
+    if served(c):
+        (tm, tc), (im, ic) = c.ttft_p99_ms or (None, None), c.itl_p99_ms or (None, None)
+        row.update(ttft_p99_main=tm, ttft_p99_candidate=tc, itl_p99_main=im, itl_p99_candidate=ic,
+                   latency=" ".join(f"{g.metric}:{g.status}" for g in c.latency or ()) or "-")
+    return row
+
+
+def served(c: CellPart) -> bool:
+    """Whether the cell is a serving load's (it carries latencies)."""
+    return c.ttft_p99_ms is not None
 
 
 def matrix_table(verdict: VerdictRecord) -> Table:
@@ -54,6 +73,8 @@ def matrix_table(verdict: VerdictRecord) -> Table:
     cells = cells_of(verdict)
     axes = axes_of(cells)
     columns = [Column(a, "a matrix axis: the cell's value on it") for a in axes] + list(MATRIX_COLUMNS)
+    if any(served(c) for c in cells):
+        columns += SERVED_COLUMNS
     return Table("matrix", "Matrix: each cell decided at the family's rates", columns,
                  [row_of(c, axes) for c in cells])
 

@@ -8,14 +8,16 @@ import math
 from dataclasses import replace
 from typing import Callable
 
+from console.core.decisions import serving
 from console.core.decisions.counting import Counted, counted, log_ratios, pairs_of, typed, unresolved_claim
 from console.core.decisions.speed import basis_of, conflict, decide_timed, design_of, implausible, ruleset, speed_of
 from console.core.records import matrix
-from console.core.statistics import sequential
+from console.core.statistics import sequential, stats
+from console.core.records.figures import finite
 from console.core.records.receipt import BUILDS, Receipt
 from console.core.records.rules import GateRules
 from console.core.records.verdict import Caveat, Speed, Verdict
-from console.core.records.verdict import reason
+from console.core.records.verdict import reason, warning
 
 
 
@@ -73,7 +75,43 @@ def _cell_result(r: Receipt, c: Counted, cell: matrix.Cell, fam: GateRules) -> t
         speed.candidate_median, d.tier if state == "accepted" else None, d.span if state == "accepted" else None,
         d.basis_interval[0], d.lower_miss, d.upper_miss, cell.metric,
         sentence.message if sentence is not None else "", tuple(w.message for w in said),
-        matrix.cleared(d, fam.min_gain)), speed
+        matrix.cleared(d, fam.min_gain), **_served(r, view, fam)), speed
+
+
+def _served(r: Receipt, view: Counted, fam: GateRules) -> dict:
+    """A serving cell's latencies (each build's median over its counted blocks) and its latency
+    guards, read from the same pairs at the cell's share of the family's rate; nothing for a bench cell."""
+    if not r.profile.server:
+        return {}
+    pairs = [((m.reported or {}), (cand.reported or {})) for m, cand in pairs_of(view)]
+
+    def median(i: int, key: str) -> float | None:
+        xs = [float(p[i][key]) for p in pairs if finite(p[i].get(key))]
+        return stats.median(xs) if xs else None
+    rows = serving.latency_rows(pairs, fam.latency, fam.false_accept) if fam.latency else {}
+    return {"ttft_p99_ms": (median(0, "p99_ttft_ms"), median(1, "p99_ttft_ms")),
+            "itl_p99_ms": (median(0, "p99_itl_ms"), median(1, "p99_itl_ms")), "latency": tuple(rows.values())}
+
+
+def _latency_found(results: list[matrix.CellResult], warnings: list[Caveat]) -> list:
+    """A serving cell whose latency rose decidedly past its guard (or reads as no number) rejects the
+    round, whatever the other cells gained; a possible rise is said."""
+    found = []
+    for x in results:
+        for row in x.latency or ():
+            said = (f"cell [{x.key}]: latency guard {row['metric']}: the candidate's is {row['ratio'] - 1:+.1%} "
+                    f"against main's in the same pair [{row['lower'] - 1:+.1%}, {row['upper'] - 1:+.1%}] over "
+                    f"{row['pairs']} pairs; at most {row['max_rise']:.1%} higher is allowed"
+                    if row["ratio"] is not None else f"cell [{x.key}]: latency guard {row['metric']}")
+            if row["status"] == "unreadable":
+                found.append(reason("latency-not-finite", f"{said}: a candidate's block reads no positive finite "
+                                                          "number", figure=f"latency:{x.key}:{row['metric']}"))
+            elif row["status"] == "breach":
+                found.append(reason("latency-breach", said, figure=f"latency:{x.key}:{row['metric']}",
+                                    bar=row["allowed"], value=row["lower"]))
+            elif row["status"] == "uncertain":
+                warnings.append(warning("latency-uncertain", f"{said}: a breach is possible but not decided"))
+    return found
 
 
 def decide_matrix(r: Receipt, c: Counted, rules: GateRules, warnings: list[Caveat],
@@ -95,6 +133,8 @@ def decide_matrix(r: Receipt, c: Counted, rules: GateRules, warnings: list[Cavea
         speed.matrix = {"cells": [x.to_dict() for x in results], "rule": spec.rule, "rule_text": matrix.RULES[spec.rule],
                         "family": matrix.FAMILY, "cells_n": len(results), "lead": lead, "sentence": fv.sentence,
                         "false_accept_per_cell": fam.false_accept, "false_slower_per_cell": fam.false_slower}
+    if breached := _latency_found(results, warnings):
+        return verdict("rejected", breached, speed, suppressed="guard breached")
     held = [x for k, sp in speeds.items() if sp is not None and (x := implausible(sp)) is not None]
     if held:
         return verdict("implausible", held, speed, would_be_tier=fv.tier)

@@ -158,10 +158,18 @@ class CellResult:
     sentence: str = ""
     warnings: tuple[str, ...] = field(default=())
     cleared: bool = False           # a regression of min_gain is excluded at the miss rate
+    # a serving cell's latencies, each build's median over its counted blocks (main, candidate), and
+    # its latency guards (core.decisions.serving.latency_rows at the cell's rate); none for a bench cell
+    ttft_p99_ms: tuple[float | None, float | None] | None = None
+    itl_p99_ms: tuple[float | None, float | None] | None = None
+    latency: tuple[Mapping[str, Any], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["axes"] = {a: v for a, v in self.axes}
+        for k in ("ttft_p99_ms", "itl_p99_ms", "latency"):
+            if d[k] is None:        # a bench cell's verdict reads as it always has
+                del d[k]
         return d
 
 

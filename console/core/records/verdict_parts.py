@@ -61,6 +61,20 @@ class DecisionPart(Part):
 
 
 @dataclass(frozen=True)
+class LatencyRow(Part):
+    """A serving latency guard: the candidate's latency over main's in the same pair
+    (``serving.latency_rows``)."""
+    metric: str = ""
+    max_rise: float | None = None
+    pairs: int = 0
+    allowed: float | None = None
+    ratio: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    status: str = ""
+
+
+@dataclass(frozen=True)
 class CellPart(Part):
     """A matrix cell's decision (``matrix.CellResult.to_dict``)."""
     key: str = ""
@@ -81,6 +95,10 @@ class CellPart(Part):
     sentence: str = ""
     warnings: tuple[str, ...] = ()
     cleared: bool = False
+    ttft_p99_ms: tuple[float | None, ...] | None = None     # a serving cell's: (main's, the candidate's)
+    itl_p99_ms: tuple[float | None, ...] | None = None
+    latency: tuple[LatencyRow, ...] | None = None
+    READ = {"latency": parts(LatencyRow)}
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,15 @@ def after(kind: kinds.KindRecord) -> list[Exporter]:
 
 
 def write_results(folder: Path, r: Receipt, receipt_id: str) -> list[Path]:
-    """Each build's vLLM-named result of a serving round's receipt (``console blocks --save-result``)."""
+    """Each build's vLLM-named result of a serving round's receipt (``console blocks --save-result``);
+    of a serving matrix round's, each cell's and build's."""
     e = EXPORTERS["vllm"]
-    return _save([(e, e.path(folder, round_id=r.round_id, build=b), e.render(r, b, receipt_id)) for b in BUILDS])
+    if r.profile.matrix is None:
+        return _save([(e, e.path(folder, round_id=r.round_id, build=b), e.render(r, b, receipt_id)) for b in BUILDS])
+    named = lambda cell, b: folder / (vllm.CELL_STEM.format(round_id=r.round_id, cell=vllm.cell_stem(cell),  # noqa: E731
+                                                           build=b) + e.suffix)
+    return _save([(e, named(cell, b), vllm.render(r, b, receipt_id, cell))
+                   for cell in r.profile.matrix.cells for b in BUILDS])
 
 
 def _save(made: Sequence[tuple[Exporter, Path, str]]) -> list[Path]:

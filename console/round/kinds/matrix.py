@@ -26,3 +26,8 @@ class Matrix(Kind):
     def plan(self, plan: dict[str, Any], p: Any) -> dict[str, Any]:
         return {**plan, "matrix": p.matrix.to_dict()}
 
+    def slots(self, p: Any) -> int:
+        # each server is started once, for the round: it must hold the largest cell's load
+        return max([int(dict(c.args).get("concurrency", p.server.concurrency)) for c in p.matrix.cells]
+                   + [p.server.concurrency])
+

@@ -22,14 +22,15 @@ def run_block(b: Bench, servers: Servers, item: Item, attempt: int, out_dir: Pat
     """One block through ``item.build``'s server, judged like a rep: its figures, its telemetry."""
     p, spec = b.profile, servers.spec
     served = servers.get(item.build)
-    reqs = servers.requests(item.phase, item.index)
+    load = servers.load_of(item.args)      # a matrix cell's load, else the round's (or a sweep level's)
+    reqs = servers.requests(item.phase, item.index, load)
     cpu0 = served.cpu_s()
     monitor = b.tele.monitor(0.1, own_pids=served.pids)
     t0 = time.monotonic()
     try:
         # every timed token is graded after the blocks: a response that withholds its ids is misreported
         blk = client.drive(served.url, spec.endpoint, reqs, fields=spec.request,
-                           concurrency=servers.load.concurrency, timeout_s=spec.timeout_s, ids=True)
+                           concurrency=load.concurrency, timeout_s=spec.timeout_s, ids=True)
     finally:
         telemetry = monitor.stop()
     wall = time.monotonic() - t0

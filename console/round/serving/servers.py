@@ -114,14 +114,22 @@ class Servers:
         for build in list(self.live):
             self.stop(build)
 
-    def requests(self, phase: str, index: int) -> list[wl.Request]:
-        """A block's requests at the current load: the warm-up's from their own seed, the timed
-        ones only once the round has drawn its seed."""
+    def load_of(self, args: tuple[tuple[str, str], ...]) -> Level:
+        """The load of a block: a matrix cell's own (its concurrency and rate), else the current one."""
+        own = dict(args)
+        if "concurrency" not in own and "rate" not in own:
+            return self.load
+        return Level(int(own.get("concurrency", self.load.concurrency)), float(own.get("rate", self.load.rate)))
+
+    def requests(self, phase: str, index: int, load: Level | None = None) -> list[wl.Request]:
+        """A block's requests at ``load`` (the current one by default): the warm-up's from their own
+        seed, the timed ones only once the round has drawn its seed."""
+        load = load or self.load
         if phase == "warmup-server":
-            return drawing.block_requests(self.spec, self.doc, self._warm_seed, phase, index, self.load)
+            return drawing.block_requests(self.spec, self.doc, self._warm_seed, phase, index, load)
         if self.seed is None:
             raise RuntimeError("a timed block's requests before the round drew its workload's seed")
-        return drawing.block_requests(self.spec, self.doc, self.seed, phase, index, self.load)
+        return drawing.block_requests(self.spec, self.doc, self.seed, phase, index, load)
 
 
 class ServerDown(InfraError):
