@@ -22,6 +22,7 @@ LLAMA_PROFILE = PROFILES / "llama-cpp.toml"
 LLAMA_BENCH_PROFILE = PROFILES / "llama-cpp-bench.toml"
 LLAMA_CANDIDATES = PROFILES / "llama-cpp" / "candidates"
 SERVER_PROFILE = PROFILES / "llama-server.toml"
+SERVER_MATRIX_PROFILE = PROFILES / "llama-server-matrix.toml"
 SERVER_CANDIDATES = PROFILES / "llama-server" / "candidates"
 
 

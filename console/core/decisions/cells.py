@@ -23,7 +23,7 @@ from console.core.records.verdict import reason, warning
 
 
 
-def _cell_view(c: Counted, cell: matrix.Cell) -> Counted:
+def cell_view(c: Counted, cell: matrix.Cell) -> Counted:
     """The round's counted reps as one cell sees them: its own reps are its timed reps."""
     return Counted({(b, "timed"): c.valid.get((b, cell.phase), []) for b in BUILDS}, c.problems, [], c.differential)
 
@@ -42,7 +42,7 @@ def cell_decisions(r: Receipt, c: Counted, rules: GateRules) -> list[tuple[matri
     design = design_of(fam, ruleset(r).design)
     out = []
     for cell in spec.cells:
-        view = _cell_view(c, cell)
+        view = cell_view(c, cell)
         d = sequential.decide_pairs([log_ratios(view)], design, basis_of(view, _cell_receipt(r, cell).lock, fam),
                                     rules.bands)
         d.pending = unresolved_claim(c) if cell.key == spec.home else None
@@ -60,7 +60,7 @@ def matrix_progress(receipt: Receipt, rules: GateRules) -> list[tuple[matrix.Cel
 
 
 def _cell_result(r: Receipt, c: Counted, cell: matrix.Cell, fam: GateRules) -> tuple[matrix.CellResult, Speed | None]:
-    view = _cell_view(c, cell)
+    view = cell_view(c, cell)
     if any(len(view.valid[(b, "timed")]) < 2 for b in BUILDS):
         return matrix.CellResult(cell.key, cell.axes, cell.role, "open", len(pairs_of(view)), math.nan,
                                  (-math.inf, math.inf), metric=cell.metric,
@@ -75,10 +75,10 @@ def _cell_result(r: Receipt, c: Counted, cell: matrix.Cell, fam: GateRules) -> t
         speed.candidate_median, d.tier if state == "accepted" else None, d.span if state == "accepted" else None,
         d.basis_interval[0], d.lower_miss, d.upper_miss, cell.metric,
         sentence.message if sentence is not None else "", tuple(w.message for w in said),
-        matrix.cleared(d, fam.min_gain), **_served(r, view, fam)), speed
+        matrix.cleared(d, fam.min_gain), **served_figures(r, view, fam)), speed
 
 
-def _served(r: Receipt, view: Counted, fam: GateRules) -> dict:
+def served_figures(r: Receipt, view: Counted, fam: GateRules) -> dict:
     """A serving cell's latencies (each build's median over its counted blocks) and its latency
     guards, read from the same pairs at the cell's share of the family's rate; nothing for a bench cell."""
     if not r.profile.server:
