@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ValidationInfo, model_validator
 
 from ..core.decisions.serving import SCORED, SLO_KEYS
+from ..serving.conversations import trace_shapes
 from ..serving.workload import WorkloadError, file_requests
 from .checks import Check, ExistingFile, Int, Num, Str, argv, key, loading, refuse, within
 from .spec import COMMON_PLACEHOLDERS, table
@@ -25,15 +26,19 @@ Length = Annotated[tuple[Int, Int], Check(lambda v: None if 1 <= v[0] <= v[1] el
 
 # what keeps a request's work fixed and comparable, and the only value each may have: greedy
 # decoding (temperature 0 — an OpenAI server's default is 1 —, top_k 1 where a server takes it),
-# exactly max_tokens (no stop at the end of sequence) and no prompt cache
+# exactly max_tokens (no stop at the end of sequence) and no prompt cache. The timed requests may
+# turn the prompt cache on for a conversation workload only (``ServerSpec._consistent``)
 _PINNED = {"temperature": 0, "top_k": 1, "ignore_eos": True, "cache_prompt": False}
+CACHE = "cache_prompt"
 
 
-def _pinned_fields(fields: dict[str, Any]) -> str | None:
+def _pinned_fields(fields: dict[str, Any], cache_free: bool = False) -> str | None:
     if "temperature" not in fields:
         return "expected temperature = 0 among the fields: without it the server samples (greedy decoding is pinned)"
     for k, want in _PINNED.items():
         got = fields.get(k, want)
+        if k == CACHE and cache_free and isinstance(got, bool):
+            continue
         same = got is want if isinstance(want, bool) else (
             not isinstance(got, bool) and isinstance(got, (int, float)) and got == want)
         if not same:
@@ -43,6 +48,8 @@ def _pinned_fields(fields: dict[str, Any]) -> str | None:
 
 
 Fields = Annotated[dict[str, Any], Check(_pinned_fields)]
+# the timed requests' fields: cache_prompt true or false here; true only for conversations (below)
+TimedFields = Annotated[dict[str, Any], Check(lambda v: _pinned_fields(v, cache_free=True))]
 SLO = Annotated[dict[str, float], Check(lambda v: next(
     (f"expected a positive, finite target in ms for {k}, got {x!r}" for k, x in v.items()
      if not (math.isfinite(x) and x > 0)), None))]
@@ -52,16 +59,27 @@ SLO = Annotated[dict[str, float], Check(lambda v: next(
 class WorkloadSpec:
     """The requests of a block: drawn from the profile's token document (seeded per block, the
     same for both builds of a pair), or read from a file of prompts."""
-    kind: Annotated[Literal["random", "shared_prefix", "file"], key(
-        "random slices of the document, a shared prefix plus random suffixes, or a JSON Lines file")] = "random"
-    requests: Annotated[Int, within(1, 10000), key("requests per block")] = 16
-    input: Annotated[Length, key("prompt tokens, drawn uniformly in [low, high] (the suffix for shared_prefix)")] = (
-        64, 256)
+    kind: Annotated[Literal["random", "shared_prefix", "file", "conversations"], key(
+        "random slices of the document, a shared prefix plus random suffixes, a JSON Lines file, or multi-turn "
+        "conversations (drawn, or shaped by a trace file)")] = "random"
+    requests: Annotated[Int, within(1, 10000), key(
+        "requests per block (kind = 'conversations': conversations × turns instead)")] = 16
+    input: Annotated[Length, key(
+        "prompt tokens, drawn uniformly in [low, high] (the suffix for shared_prefix; each turn's new user part "
+        "for conversations)")] = (64, 256)
     output: Annotated[Length, key("output tokens asked per request, uniformly in [low, high]")] = (32, 32)
-    prefix: Annotated[Int, within(0), key("tokens of the shared prefix (kind = 'shared_prefix')")] = 0
-    groups: Annotated[Int, within(1), key("distinct shared prefixes (kind = 'shared_prefix')")] = 1
+    prefix: Annotated[Int, within(0), key(
+        "tokens of the shared prefix (kind = 'shared_prefix'; the system prefix a conversation opens with)")] = 0
+    groups: Annotated[Int, within(1), key("distinct shared prefixes (kind = 'shared_prefix' or 'conversations')")] = 1
+    conversations: Annotated[Int, within(1, 1000), key(
+        "conversations per block (kind = 'conversations' without a file)")] = 4
+    turns: Annotated[Int, within(1, 100), key(
+        "turns per conversation, each sent after the answer to the one before (kind = 'conversations' without "
+        "a file)")] = 3
     file: Annotated[ExistingFile | None, key(
-        "a JSON Lines file of {\"prompt\": text or token ids, \"max_tokens\": n} (kind = 'file')")] = None
+        "a JSON Lines file of {\"prompt\": text or token ids, \"max_tokens\": n} (kind = 'file'), or a "
+        "conversation trace of {\"timestamp\", \"chat_id\", \"turn\", \"input_length\", \"output_length\"} "
+        "(kind = 'conversations')")] = None
     drawn: Annotated[Int, within(0, 64), key(
         "positions of each drawn prompt overwritten with ids drawn per round from the document's vocabulary, "
         "its last always (0: none, and the prompts are plain slices of a public document)")] = 4
@@ -75,9 +93,25 @@ class WorkloadSpec:
                 file_requests(Path(self.file), self.output[1])
             except WorkloadError as e:
                 raise refuse(str(e), "file") from None
-        if self.kind == "shared_prefix" and self.prefix < 1:
-            raise refuse("expected a positive prefix when kind = 'shared_prefix'", "prefix")
+        if self.kind in ("shared_prefix", "conversations") and self.prefix < 1:
+            raise refuse(f"expected a positive prefix when kind = {self.kind!r}", "prefix")
+        if self.kind == "conversations" and self.file and loading(info):
+            _check_trace(Path(self.file), self.prefix)
         return self
+
+
+def _check_trace(path: Path, prefix: int) -> None:
+    """Every line of a conversation trace is read when the profile is: a bad one is named (file and
+    line) before anything is built; a first turn no longer than the prefix names the prefix."""
+    try:
+        shapes = trace_shapes(path)
+    except WorkloadError as e:
+        raise refuse(str(e), "file") from None
+    short = next((c for c, turns in enumerate(shapes) if turns[0].new <= prefix), None)
+    if short is not None:
+        raise refuse(f"expected a prefix shorter than every conversation's first prompt: {path}'s conversation "
+                     f"{short + 1} (in order of its first turn) opens with {shapes[short][0].new} tokens, the prefix "
+                     f"is {prefix}", "prefix")
 
 
 @table
@@ -130,8 +164,8 @@ class ServerSpec:
     endpoint: Annotated[Str, key(
         "the completions endpoint the load drives, streamed: OpenAI's, or llama-server's native /completion, whose "
         "chunks carry token ids (only served ids can be graded)")] = "/v1/completions"
-    request: Annotated[Fields, key(
-        "fields that pin every timed request (greedy, no early stop, no prompt cache)")] = field(
+    request: Annotated[TimedFields, key(
+        "fields that pin every timed request (greedy, no early stop, no prompt cache but for conversations)")] = field(
         default_factory=lambda: {"temperature": 0, "ignore_eos": True, "cache_prompt": False})
     port: Annotated[Int, within(1, 65535), key("the port the server listens on inside its container")] = 8080
     concurrency: Annotated[Int, within(1, 1024), key("requests in flight at most (the load's cap)")] = 4
@@ -160,6 +194,11 @@ class ServerSpec:
         if self.seed is not None:
             raise refuse("expected no seed: a round draws its timed workload's seed from the operating system "
                          "when its blocks begin (a fixed seed makes every timed prompt public in advance)", "seed")
+        if self.request.get(CACHE) is True and self.workload.kind != "conversations":
+            raise refuse(f"expected cache_prompt = false with kind = {self.workload.kind!r}: a single-turn workload's "
+                         "prompts have nothing of their own to reuse, so a prompt cache would only answer repeated "
+                         "or shared prompts from memory (the server check's repeated prompt among them); it may be "
+                         "on only for kind = 'conversations', whose turns reuse their own history", "request")
         if not self.grade.command:
             raise refuse("expected the harness's grade command: every timed token a server serves is graded "
                          "against the reference after the blocks", "grade.command")

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
 from console.clock import utc_now
+from console.serving.conversations import by_conversation
 from console.serving.workload import Request
 
 ERROR_BODY_BYTES = 300
@@ -58,6 +59,10 @@ class RequestRecord:
     prompt_tokens: int | None = None    # the prompt tokens the server says it read
     misreported: bool = False       # its own figures contradict what it sent: the server's fault, never the node's
     short: bool = False             # it answered in full but with fewer tokens than asked
+    cached_tokens: int | None = None    # prompt tokens the server says came from its cache (None: it does not say)
+    conversation: int | None = None     # a conversation's turn: which conversation, and which turn (1-based)
+    turn: int = 0
+    prompt_ids: list[int] = field(default_factory=list)  # the prompt's ids as sent (a turn's: its whole history)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +87,10 @@ class RequestRecord:
         return (self.end_s - self.first_token_s) / (self.output_tokens - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.conversation is None:       # a single-turn request's record is as it always was
+            del out["conversation"], out["turn"]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RequestRecord:
@@ -96,7 +104,10 @@ class RequestRecord:
                    finish_reason=str(d.get("finish_reason") or ""), end_s=_opt_float(d.get("end_s")),
                    text=str(d.get("text") or ""), token_ids=[int(x) for x in d.get("token_ids") or []],
                    prompt_tokens=None if d.get("prompt_tokens") is None else int(d["prompt_tokens"]),
-                   misreported=bool(d.get("misreported")), short=bool(d.get("short")))
+                   misreported=bool(d.get("misreported")), short=bool(d.get("short")),
+                   cached_tokens=None if d.get("cached_tokens") is None else int(d["cached_tokens"]),
+                   conversation=None if d.get("conversation") is None else int(d["conversation"]),
+                   turn=int(d.get("turn") or 0), prompt_ids=[int(x) for x in d.get("prompt_ids") or []])
 
 
 @dataclass
@@ -154,6 +165,9 @@ def _take_chunk(rec: RequestRecord, data: str, now: float) -> tuple[bool, bool]:
         rec.output_tokens = usage["completion_tokens"]
         if _count(usage.get("prompt_tokens")):
             rec.prompt_tokens = usage["prompt_tokens"]
+        details = usage.get("prompt_tokens_details")        # vLLM's and OpenAI's prefix cache hits
+        if isinstance(details, dict) and _count(details.get("cached_tokens")):
+            rec.cached_tokens = details["cached_tokens"]
         return True, False
     return False, False
 
@@ -169,10 +183,27 @@ def _take_native(rec: RequestRecord, chunk: dict, now: float, data: str) -> tupl
     rec.finish_reason = str(chunk.get("stop_type") or "stop")
     if _count(chunk.get("tokens_evaluated")):
         rec.prompt_tokens = chunk["tokens_evaluated"]
+    rec.cached_tokens = native_cached(chunk)
     if _count(chunk.get("tokens_predicted")):
         rec.output_tokens = chunk["tokens_predicted"]
         return True, True
     return False, True
+
+
+def native_cached(chunk: Mapping[str, Any]) -> int | None:
+    """The prompt tokens llama-server's last ``/completion`` chunk says it took from its cache:
+    ``timings.cache_n`` where the server gives it, else the prompt it read (``tokens_evaluated``)
+    less the prompt tokens it processed (``timings.prompt_n``), as 0.3.16's server reports them.
+    None when it says neither, or figures that cannot be a count of cached prompt tokens."""
+    timings = chunk.get("timings")
+    if not isinstance(timings, Mapping):
+        return None
+    if _count(timings.get("cache_n")):
+        return timings["cache_n"]
+    read, done = chunk.get("tokens_evaluated"), timings.get("prompt_n")
+    if _count(read) and _count(done) and done <= read:
+        return read - done
+    return None
 
 
 def _count(x: Any) -> bool:
@@ -247,7 +278,9 @@ async def stream_one(client: httpx.AsyncClient, url: str, req: Request, fields: 
                      t0: float, timeout_s: float, ids: bool = False) -> RequestRecord:
     """POST one streaming completion (OpenAI ``/v1/completions``) and record every text chunk's
     arrival. Errors are recorded, never raised; ``timeout_s`` bounds the whole request."""
-    rec = RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens, due_s=req.at_s)
+    rec = RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens, due_s=req.at_s,
+                        conversation=req.conversation, turn=req.turn,
+                        prompt_ids=[] if isinstance(req.prompt, str) else [int(t) for t in req.prompt])
     body = _body(req, fields, max_tokens=req.max_tokens, stream=True)
     rec.sent_s = time.perf_counter() - t0
     try:
@@ -273,11 +306,59 @@ def _url(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
+async def _arrival(at_s: float, t0: float) -> None:
+    wait = at_s - (time.perf_counter() - t0)
+    if wait > 0:
+        await asyncio.sleep(wait)
+
+
+def _not_sent(req: Request, why: str) -> RequestRecord:
+    return RequestRecord(index=req.index, input_tokens=req.input_tokens, max_tokens=req.max_tokens,
+                         conversation=req.conversation, turn=req.turn, error=why)
+
+
+def _broken(rec: RequestRecord) -> str:
+    """Why the turn after ``rec`` cannot be sent ("" when it can): its prompt is built from the
+    ids served to ``rec``."""
+    if not rec.ok:
+        return f"not sent: turn {rec.turn} of conversation {rec.conversation} failed"
+    if len(rec.token_ids) != rec.output_tokens:
+        return (f"not sent: turn {rec.turn} of conversation {rec.conversation} streamed {len(rec.token_ids)} token "
+                f"ids for {rec.output_tokens} tokens, and the next prompt is built from them (a conversation "
+                "needs an endpoint that streams each token's id, as llama-server's /completion does)")
+    return ""
+
+
+async def _converse(turns: Sequence[Request], send: Callable, t0: float) -> list[RequestRecord]:
+    """One conversation, strictly in order: a turn is sent once the answer to the one before has
+    fully arrived, its prompt the history (every earlier prompt and the ids served to it) and its
+    new part. A later turn is due when that answer ended (under an arrival rate; a closed loop's
+    are all due at 0). After a turn that failed, the rest are recorded as not sent."""
+    await _arrival(turns[0].at_s, t0)
+    history: tuple[int, ...] = ()
+    out: list[RequestRecord] = []
+    broken, due = "", turns[0].at_s
+    for req in turns:
+        if broken:
+            out.append(_not_sent(req, broken))
+            continue
+        prompt = history + tuple(req.prompt)
+        rec = await send(replace(req, prompt=prompt, input_tokens=len(prompt)))
+        rec.due_s = due
+        out.append(rec)
+        broken = _broken(rec)
+        history = prompt + tuple(rec.token_ids)
+        due = (rec.end_s or 0.0) if turns[0].at_s > 0 else 0.0
+    return out
+
+
 async def run_block(base_url: str, endpoint: str, requests: Sequence[Request], *,
                     fields: Mapping[str, Any], concurrency: int, timeout_s: float, ids: bool = False) -> Block:
     """Send ``requests``, at most ``concurrency`` in flight. A request waits for its ``at_s``
-    arrival and then for a free slot, so the cap holds for arrival-rate loads too. ``ids``: every
-    response must stream its tokens' ids (``_check_count``)."""
+    arrival and then for a free slot, so the cap holds for arrival-rate loads too. Conversations'
+    turns (``Request.conversation``) go one conversation at a time each, in order, the
+    conversations side by side under the same cap (``_converse``). ``ids``: every response must
+    stream its tokens' ids (``_check_count``)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     url = _url(base_url, endpoint)
@@ -290,17 +371,22 @@ async def run_block(base_url: str, endpoint: str, requests: Sequence[Request], *
         started_at = utc_now(micro=True)
         t0 = time.perf_counter()
 
-        async def one(req: Request) -> RequestRecord:
-            wait = req.at_s - (time.perf_counter() - t0)
-            if wait > 0:
-                await asyncio.sleep(wait)
+        async def send(req: Request) -> RequestRecord:
             async with slots:
                 return await stream_one(client, url, req, fields, t0, timeout_s, ids)
 
-        records = await asyncio.gather(*(one(r) for r in requests))
+        async def one(req: Request) -> RequestRecord:
+            await _arrival(req.at_s, t0)
+            return await send(req)
+
+        if any(r.conversation is not None for r in requests):
+            talks = await asyncio.gather(*(_converse(turns, send, t0) for turns in by_conversation(requests)))
+            records = [rec for talk in talks for rec in talk]
+        else:
+            records = await asyncio.gather(*(one(r) for r in requests))
     records = sorted(records, key=lambda r: r.index)
-    ends = [r.end_s for r in records if r.end_s is not None]
-    duration = max(ends) - min(r.sent_s for r in records) if ends else 0.0
+    sent = [r for r in records if r.end_s is not None]      # a turn never sent has no times
+    duration = max(r.end_s for r in sent) - min(r.sent_s for r in sent) if sent else 0.0
     return Block(records=records, duration_s=duration, started_at=started_at, concurrency=concurrency)
 
 

@@ -59,6 +59,27 @@ def summarize_block(block: Block) -> dict[str, Any]:
             "ttfts": [r.ttft_s for r in records],
             "itls": [r.itl_s for r in records],
             "errors": [r.error for r in records]}
+    if any(r.conversation is not None for r in records):
+        out["turns"] = by_turn(records)
+    return out
+
+
+def by_turn(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
+    """A conversation block's figures per turn index (1 first): its whole requests, their TTFT
+    (median and p99, in ms) and how much of their prompts the server says came from its cache:
+    ``cached_tokens`` and ``cache_hit_rate`` (of ``prompt_tokens``) over the whole requests whose
+    server said, None when none did. The first turns' shares are the shared prefixes' hits; the
+    later turns' are their histories'."""
+    out = []
+    for turn in sorted({r.turn for r in records}):
+        ok = [r for r in records if r.turn == turn and r.ok]
+        ttft = _latency("ttft", [r.ttft_s for r in ok if r.ttft_s is not None])
+        said = [r for r in ok if r.cached_tokens is not None]
+        cached, prompt = sum(r.cached_tokens for r in said), sum(r.input_tokens for r in said)
+        out.append({"turn": turn, "completed": len(ok), "median_ttft_ms": ttft["median_ttft_ms"],
+                    "p99_ttft_ms": ttft["p99_ttft_ms"],
+                    "cached_tokens": cached if said else None, "prompt_tokens": prompt if said else None,
+                    "cache_hit_rate": cached / prompt if said and prompt > 0 else None})
     return out
 
 

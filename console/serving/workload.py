@@ -43,6 +43,11 @@ class Request:
     input_tokens: int                   # len of an id prompt; a text prompt's count if known, else 0
     max_tokens: int
     at_s: float = 0.0                   # arrival offset from the block's start; 0 = when a slot is free
+    # a turn of a conversation (``conversations``): its first turn's prompt is whole; a later turn's
+    # ``prompt`` is only its new user part, sent after the conversation's history (earlier prompts
+    # and the answers served to them), and ``input_tokens`` counts the whole prompt as asked
+    conversation: int | None = None
+    turn: int = 0                       # 1-based within its conversation; 0 for a single-turn request
 
 
 # --- drawn from a document -------------------------------------------------------------
@@ -236,10 +241,18 @@ def poisson_arrivals(requests: Sequence[Request], rate: float, seed: int) -> lis
     return [replace(r, at_s=float(t)) for r, t in zip(requests, np.cumsum(gaps))]
 
 
+def _row(r: Request) -> dict[str, Any]:
+    row = {"index": r.index, "prompt": r.prompt if isinstance(r.prompt, str) else list(r.prompt),
+           "input_tokens": r.input_tokens, "max_tokens": r.max_tokens, "at_s": round(r.at_s, 6)}
+    if r.conversation is not None:      # a single-turn request's row is as it always was
+        row |= {"conversation": r.conversation, "turn": r.turn}
+    return row
+
+
 def workload_sha256(requests: Sequence[Request]) -> str:
-    """sha256 of a canonical JSON of every request, so a receipt pins the exact work sent."""
-    rows = [{"index": r.index, "prompt": r.prompt if isinstance(r.prompt, str) else list(r.prompt),
-             "input_tokens": r.input_tokens, "max_tokens": r.max_tokens, "at_s": round(r.at_s, 6)}
-            for r in requests]
+    """sha256 of a canonical JSON of every request, so a receipt pins the exact work sent. For a
+    conversation it pins the structure (which conversation, which turn, each new user part, the
+    lengths, the arrivals); the answers it is sent with are pinned by the block's served file."""
+    rows = [_row(r) for r in requests]
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -33,9 +33,13 @@ class ServedSide:
     ready_cpu_s: float | None = None    # CPU seconds the server spent before it was ready
     probe_error: str = ""           # the cache probe's request failed (its TTFTs are then partial)
     error: str = ""                 # the server could not be checked at all
+    probe_skipped: str = ""         # why the cache probe was not run (the timed requests ask for the cache)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.probe_skipped:      # absent where the probe ran, as in rounds sealed before it could be skipped
+            del out["probe_skipped"]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ServedSide | None:
@@ -44,7 +48,8 @@ class ServedSide:
         return cls(asked=int(d.get("asked", 0)), completions=[Completion(**c) for c in d.get("completions", [])],
                    probe_ttft_s=[float(x) for x in d.get("probe_ttft_s", [])], ready_s=d.get("ready_s"),
                    ready_cpu_s=d.get("ready_cpu_s"),
-                   probe_error=str(d.get("probe_error", "")), error=str(d.get("error", "")))
+                   probe_error=str(d.get("probe_error", "")), error=str(d.get("error", "")),
+                   probe_skipped=str(d.get("probe_skipped", "")))
 
 
 @dataclass

@@ -72,8 +72,26 @@ def _answer(servers: Servers, served: Served, positions: list[int], ref: list[li
             except (client.ServerError, TypeError, ValueError) as e:
                 c.error = str(e)
         side.completions.append(c)
-    # the cache probe: a primer first (so the probe's first answer is not the server's first), then
-    # one prompt from elsewhere in the document, sent again and again, one at a time
+    if spec.request.get("cache_prompt") is True:
+        side.probe_skipped = PROBE_SKIPPED
+        return
+    _probe(servers, served, side)
+
+
+# With the prompt cache on (a conversation workload only), a repeated prompt is meant to come back
+# sooner: the probe would read that as a cache and refuse every honest server, so it is not run.
+# The completions above still go in increasing positions, each prompt extending the one before, so
+# each server answers from its cached prefix and is graded against the reference's tokens.
+PROBE_SKIPPED = ("the timed requests ask for the prompt cache (a conversation workload), so a repeated prompt is "
+                 "meant to be answered sooner: the cache probe was not run; what a cache serves is graded with "
+                 "every served token against the reference")
+
+
+def _probe(servers: Servers, served: Served, side: ServedSide) -> None:
+    """The cache probe: a primer first (so the probe's first answer is not the server's first), then
+    one prompt from elsewhere in the document, sent again and again, one at a time."""
+    spec = servers.spec
+    chk = spec.check
     start = len(servers.doc) - chk.probe_tokens - 1
     probe = wl.Request(index=0, prompt=tuple([servers.doc[0]] + servers.doc[start:start + chk.probe_tokens - 1]),
                        input_tokens=chk.probe_tokens, max_tokens=2)
@@ -96,10 +114,11 @@ def _said(build: str, side: ServedSide) -> str:
         return f"{build}'s server: {side.error}"
     if side.probe_error:
         return f"{build}'s server: the cache probe's request failed: {side.probe_error}"
+    probe = (f"a repeated prompt's time to first token: {', '.join(f'{x * 1e3:.0f}' for x in side.probe_ttft_s)} ms"
+             if not side.probe_skipped else "the cache probe was not run (the timed requests ask for the prompt cache)")
     first = sum(c.diverged_at() != 0 and not c.error for c in side.completions)
     same, asked = agreed(side)
-    probe = ", ".join(f"{x * 1e3:.0f}" for x in side.probe_ttft_s)
     cpu = "" if side.ready_cpu_s is None else f" ({side.ready_cpu_s:.1f} CPU s)"
     return (f"{build}'s server ready in {side.ready_s:.1f} s{cpu}; {first} of {len(side.completions)} greedy "
             f"completions start with the reference's token, {same} of {asked} tokens agree before the first difference; "
-            f"a repeated prompt's time to first token: {probe} ms")
+            f"{probe}")

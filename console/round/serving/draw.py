@@ -10,6 +10,7 @@ from pathlib import Path
 from ...core.decisions.sweep import Level
 from ...core.records.served import WorkloadDraw, commitment_of
 from ...errors import UsageError
+from ...serving import conversations as conv
 from ...serving import workload as wl
 
 
@@ -27,7 +28,7 @@ def draw(spec, doc: list[int]) -> WorkloadDraw:
 def block_requests(spec, doc: list[int], seed: str, phase: str, index: int, load: Level) -> list[wl.Request]:
     """A block's requests: seeded by the round's drawn seed, the phase and the index, so the two builds
     of a pair answer the same work, no two blocks repeat it, and no server knows it before the blocks
-    begin (a file's prompts are its own, and public)."""
+    begin (a file's prompts are its own, and public; a trace gives only a conversation's lengths)."""
     w = spec.workload
     block = int.from_bytes(hashlib.sha256(f"{seed}/{phase}/{index}".encode()).digest()[:8], "big")
     bos = doc[0]        # every prompt starts as the document does (llama.cpp's tokenizer: BOS)
@@ -38,11 +39,25 @@ def block_requests(spec, doc: list[int], seed: str, phase: str, index: int, load
         reqs = wl.shared_prefix_requests(doc, w.requests, w.prefix, tuple(w.input), tuple(w.output), block,
                                          groups=w.groups, bos=bos)
         reqs = wl.mix_drawn(reqs, wl.vocabulary_of(doc), w.drawn, block, keep=w.prefix)  # the prefix stays shared
+    elif w.kind == "conversations":
+        return _conversations(w, doc, block, bos, load)
     else:
         reqs = wl.file_requests(Path(w.file), w.output[1])
     if load.rate > 0:
         reqs = wl.poisson_arrivals(reqs, load.rate, block)
     return reqs
+
+
+def _conversations(w, doc: list[int], block: int, bos: int, load: Level) -> list[wl.Request]:
+    """A block's conversations: their shapes drawn from the profile's ranges or read from its trace,
+    their tokens from the document and the block's seed (each new part's drawn ids too), and under
+    an arrival rate each conversation's first turn arriving by Poisson (its later turns follow the
+    answers)."""
+    shapes = conv.trace_shapes(Path(w.file)) if w.file else conv.drawn_shapes(
+        w.conversations, w.turns, w.prefix, tuple(w.input), tuple(w.output), block)
+    reqs = conv.requests_of(doc, shapes, w.prefix, w.groups, block, bos=bos)
+    reqs = conv.mix_drawn_turns(reqs, wl.vocabulary_of(doc), w.drawn, block, w.prefix)
+    return conv.conversation_arrivals(reqs, load.rate, block) if load.rate > 0 else reqs
 
 
 def check_workload(p) -> None:
@@ -54,4 +69,5 @@ def check_workload(p) -> None:
     except wl.WorkloadError as e:
         raise UsageError(f"{p.path}: key 'server.workload': {e}",
                          "Fix the workload: its lengths must fit the document, and each line of a "
-                         "workload file must be a JSON object with a prompt.") from None
+                         "workload file must be a JSON object with a prompt (of a conversation trace: "
+                         "timestamp, chat_id, input_length, output_length).") from None

@@ -24,14 +24,15 @@ def block_value(fig: dict, metric: str) -> float | None:
 def receipt_figures(fig: dict, blk: client.Block, sha: str, starts: int) -> dict:
     """What the receipt keeps of a block: its figures, every request's timings, its work's hash."""
     scalars = {k: v for k, v in fig.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-    return {**scalars, "tokens": int(fig["total_output_tokens"]), "elapsed_s": float(fig["duration"]),
+    turns = {"turns": fig["turns"]} if "turns" in fig else {}      # a conversation block's, per turn
+    return {**scalars, **turns, "tokens": int(fig["total_output_tokens"]), "elapsed_s": float(fig["duration"]),
             "workload_sha256": sha, "server_starts": starts,
             "requests": [_compact(r.to_dict()) for r in blk.records]}
 
 
 def _compact(d: dict) -> dict:
     return {k: ([round(x, 6) for x in v] if k == "token_s" else round(v, 6) if isinstance(v, float) else v)
-            for k, v in d.items() if k not in ("text", "token_ids")}   # the ids: the work directory's
+            for k, v in d.items() if k not in ("text", "token_ids", "prompt_ids")}   # the ids: the work directory's
 
 
 def _file(work: Path, build: str, phase: str, index: int, attempt: int) -> Path:
@@ -40,11 +41,11 @@ def _file(work: Path, build: str, phase: str, index: int, attempt: int) -> Path:
 
 def keep_served(work: Path, item: Item, attempt: int, reqs: list[wl.Request], blk: client.Block) -> str:
     """Write a block's prompts, served ids and streamed text where the grading reads them; the
-    file's sha256."""
-    prompts = {r.index: r.prompt for r in reqs}
-    # a text prompt (a workload file's) has no ids to replay: None, and it is not graded
-    rows = [{"request": r.index, "ok": r.ok, "served": r.token_ids, "text": r.text,
-             "prompt": list(prompts[r.index]) if isinstance(prompts.get(r.index), tuple) else None}
+    file's sha256. Each prompt is the one its request was sent with: a conversation turn's is its
+    whole history (earlier prompts and the ids served to them) and its new part, as the client built
+    it, so its served tokens are graded with everything the server was asked to read."""
+    asked = {r.index: r.prompt for r in reqs}
+    rows = [{"request": r.index, "ok": r.ok, "served": r.token_ids, "text": r.text, "prompt": _sent(r, asked)}
             for r in blk.records]
     data = json.dumps({"build": item.build, "phase": item.phase, "block": item.index, "attempt": attempt,
                        "requests": rows}, separators=(",", ":")).encode()
@@ -52,6 +53,17 @@ def keep_served(work: Path, item: Item, attempt: int, reqs: list[wl.Request], bl
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return hashlib.sha256(data).hexdigest()
+
+
+def _sent(rec: client.RequestRecord, asked: dict[int, tuple[int, ...] | str]) -> list[int] | None:
+    """The ids ``rec`` was sent with; None for a text prompt (a workload file's has no ids to replay,
+    and it is not graded) or a turn never sent."""
+    if rec.prompt_ids:
+        return list(rec.prompt_ids)
+    if rec.conversation is not None:
+        return None
+    prompt = asked.get(rec.index)
+    return list(prompt) if isinstance(prompt, tuple) else None
 
 
 def kept_rows(work: Path, rep) -> list[dict] | None:
