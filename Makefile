@@ -6,6 +6,7 @@
 #   make llama-matrix - the same as a matrix round (prefill and decode at two depths, decided together)
 #   make serve  - the same two releases' llama-server under load: a serving round (TTFT, ITL, throughput)
 #   make serve-matrix - the same servers at 1 and 4 requests in flight, decided together
+#   make serve-chat - the same servers under multi-turn conversations, the prompt cache on
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -13,7 +14,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve serve-matrix setup-local
+.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve serve-matrix serve-chat setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -86,6 +87,11 @@ serve: llama-setup $(LOCAL)
 serve-matrix: llama-setup $(LOCAL)
 	$(BIN)/console reference capture --profile $(SERVER) --if-needed
 	$(BIN)/console run --profile profiles/llama-server-matrix.toml $(ARGS)
+
+# The same servers under multi-turn conversations that share a prefix, the prompt cache on.
+serve-chat: llama-setup $(LOCAL)
+	$(BIN)/console reference capture --profile $(SERVER) --if-needed
+	$(BIN)/console run --profile profiles/llama-server-chat.toml $(ARGS)
 
 # The fast tests (stopping at the first failure) run beside the making of the base images and
 # the llama.cpp reference: none of them times anything, and no round starts before all three are

@@ -23,6 +23,7 @@ LLAMA_BENCH_PROFILE = PROFILES / "llama-cpp-bench.toml"
 LLAMA_CANDIDATES = PROFILES / "llama-cpp" / "candidates"
 SERVER_PROFILE = PROFILES / "llama-server.toml"
 SERVER_MATRIX_PROFILE = PROFILES / "llama-server-matrix.toml"
+SERVER_CHAT_PROFILE = PROFILES / "llama-server-chat.toml"
 SERVER_CANDIDATES = PROFILES / "llama-server" / "candidates"
 
 
