@@ -86,6 +86,15 @@ def _round_commands(sub) -> None:
     level.add_argument("--rate", metavar="R,R,...", help="open-loop levels: Poisson arrivals per second, e.g. "
                        "0.5,1,2 (in flight at most the profile's server.concurrency)")
     p.add_argument("--blocks", type=int, default=4, help="pairs of blocks per level (default 4; at least 2)")
+    p.add_argument("--capacity", action="store_true",
+                   help="search for each build's capacity at the profile's server.slo instead of listing levels: "
+                        "--rate LOW,HIGH or --concurrency LOW,HIGH gives the ends, the levels between are bisected, "
+                        "and the change in capacity is decided (docs/CAPACITY.md)")
+    p.add_argument("--budget", type=int, metavar="N", help="with --capacity: the most levels measured (default 8)")
+    p.add_argument("--resolution", type=float, metavar="R",
+                   help="with --capacity: stop once each capacity is bracketed within this ratio (default 1.25)")
+    p.add_argument("--alpha", type=float, metavar="A",
+                   help="with --capacity: the rate of any wrong call over the whole search (default 0.05)")
     _round_opts(p)
 
     p = sub.add_parser("demo", help="a round on the embedded demo engine (no GPU needed)")

@@ -153,16 +153,38 @@ def cmd_sweep(args) -> int:
                          "Use a serving profile, e.g. --profile llama-server.")
     if args.blocks < 2:
         raise UsageError("--blocks must be at least 2", "One block per level has no interval.")
-    try:
-        levels = parse_levels(args.concurrency, args.rate, profile.server.concurrency)
-    except ValueError as e:
-        raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
+    if args.capacity:
+        kind = kinds.named("sweep", **_capacity_search(profile, args))
+    else:
+        if any(getattr(args, k, None) is not None for k in ("budget", "resolution", "alpha")):
+            raise UsageError("--budget, --resolution and --alpha set a capacity search", "Add --capacity.")
+        try:
+            levels = parse_levels(args.concurrency, args.rate, profile.server.concurrency)
+        except ValueError as e:
+            raise UsageError(f"--concurrency/--rate: {e}", "Give a comma-separated list, e.g. 1,2,4,8.") from None
+        kind = kinds.named("sweep", levels=tuple(levels), blocks=args.blocks)
     main = sources.parse_spec(args.main, profile.source) if args.main else profile.source
     out = _results_dir(profile, args)
-    kind = kinds.named("sweep", levels=tuple(levels), blocks=args.blocks)
     cfg = RoundConfig(profile=profile, main=main, candidate=_candidate(profile, args.candidate), out_dir=out,
                       runtime=args.runtime, kind=kind, keep_work=args.keep_work, rebuild=args.rebuild)
     return drive(Round(cfg), args)     # its page is an export of the document (reports.export)
+
+
+def _capacity_search(profile, args) -> dict:
+    """``console sweep --capacity``: the search's options for the sweep kind, or a usage error."""
+    from .core.decisions.capacity import check_targets, parse_search
+    try:
+        check_targets(profile.server.slo or {})
+    except ValueError as e:
+        raise UsageError(f"{profile.path}: {e}", "Set the targets the capacity is searched for, e.g. "
+                         "[server] slo = { ttft_ms = 2000, tpot_ms = 150 }.") from None
+    opts = {k: getattr(args, k) for k in ("budget", "resolution", "alpha") if getattr(args, k, None) is not None}
+    try:
+        search, ends = parse_search(args.concurrency, args.rate, profile.server.concurrency, **opts)
+    except ValueError as e:
+        raise UsageError(f"--capacity: {e}", "Give the search's two ends, e.g. --rate 0.5,8 or "
+                         "--concurrency 1,16.") from None
+    return {"levels": ends, "blocks": args.blocks, "capacity": search}
 
 
 def cmd_demo(args) -> int:

@@ -33,7 +33,8 @@ def render_sweep(doc: Mapping[str, Any]) -> str:
             f"both servers were started once, each with {esc(doc.get('server_slots'))} slots. A sweep "
             f"measures a curve and decides nothing: a round at one level decides.</p>"
             + (f"<p>Refused before timing:</p><ul>{refused}</ul>" if refused else "")
-            + f"<figure>{plot}</figure>{_table(levels, doc.get('slo_ms') or {})}</section>")
+            + f"<figure>{plot}</figure>{_table(levels, doc.get('slo_ms') or {})}</section>"
+            + _capacity(doc.get("capacity")))
     return PAGE.format(title=esc(f"Sweep {doc.get('round_id')} ({profile})"), what="a sweep", css=CSS, body=body,
                        note="Every figure is the sweep document's own: its blocks, measured by the console's "
                             "load client. A sweep has no verdict.")
@@ -91,3 +92,32 @@ def _table(levels: list[Mapping[str, Any]], slo: Mapping[str, Any]) -> str:
     targets = ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items()) or "none set"
     return (f"<table><tr><th>level</th><th>build</th><th>blocks</th>{head}</tr>{''.join(rows)}</table>"
             f"<p>Goodput counts the requests that met every target ({esc(targets)}).</p>")
+
+
+def _capacity(c: Mapping[str, Any] | None) -> str:
+    """A capacity search's section: each level's calls for both builds, each build's capacity, the change."""
+    if not c:
+        return ""
+    rows = []
+    for lv in c.get("levels") or []:
+        cells = "".join(f"<td>{esc((lv.get(b) or {}).get('call', '—'))}</td><td>{esc(_call_figures(lv.get(b) or {}))}</td>"
+                        for b in ("main", "candidate"))
+        rows.append(f"<tr><td>{esc(lv.get('name'))}</td>{cells}</tr>")
+    caps = "".join(f"<li>{b}: {esc((c.get('capacity') or {}).get(b, {}).get('said', '—'))}</li>"
+                   for b in ("main", "candidate"))
+    targets = ", ".join(f"{k} ≤ {v:g}" for k, v in (c.get("targets_ms") or {}).items())
+    change = c.get("change") or {}
+    return (f"<section><h2>Capacity at the SLO ({esc(targets)})</h2>"
+            f"<p>{esc(change.get('said', ''))} (any wrong call over the search at most {c.get('alpha', 0):g}: "
+            f"{c.get('alpha_per_call', 0):.2g} per call, {c.get('budget')} levels budgeted, {c.get('measured')} "
+            f"measured; {esc(c.get('stopped', ''))}).</p><ul>{caps}</ul>"
+            f"<table><tr><th>level</th><th>main</th><th>figures</th><th>candidate</th><th>figures</th></tr>"
+            f"{''.join(rows)}</table></section>")
+
+
+def _call_figures(call: Mapping[str, Any]) -> str:
+    parts = [f"{b['key']}: p99 {b['mean']:.0f} ms" + (f" [{b['low']:.0f}, {b['high']:.0f}]"
+                                                     if b.get("low") is not None and b.get("high") is not None else "")
+             for b in call.get("bounds") or [] if b.get("mean") is not None]
+    sat = [str(i + 1) for i, g in enumerate(call.get("saturation") or []) if g.get("saturated")]
+    return "; ".join(parts) + (f"; saturated block(s) {', '.join(sat)}" if sat else "")
