@@ -628,10 +628,11 @@ def cmd_profile(args) -> int:
     if args.profile_cmd != "check":
         raise UsageError("say which: `console profile schema` or `console profile check FILE`")
     p = load_profile(args.profile)
-    timed = (f"blocks of {p.server.workload.requests} requests scored by {p.bench.metric} at concurrency "
+    timed = (f"blocks of {p.server.workload.said} scored by {p.bench.metric} at concurrency "
              f"{p.server.concurrency}" if p.serving else f"bench {p.bench.metric} at depth {p.bench.depth}")
-    print(f"{p.path}: ok: profile '{p.name}', sha256 {p.sha256[:12]}; {timed}, parity at {len(p.parity.depths)} "
-          f"depths, at most {p.gate.max_pairs} pairs")
+    cells = f", {len(p.matrix.cells)} cells ({', '.join(c.key for c in p.matrix.cells)})" if p.matrix else ""
+    print(f"{p.path}: ok: profile '{p.name}', sha256 {p.sha256[:12]}; {timed}{cells}, parity at "
+          f"{len(p.parity.depths)} depths, at most {p.gate.max_pairs} pairs")
     return ExitCode.OK
 
 

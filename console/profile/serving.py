@@ -84,6 +84,14 @@ class WorkloadSpec:
         "positions of each drawn prompt overwritten with ids drawn per round from the document's vocabulary, "
         "its last always (0: none, and the prompts are plain slices of a public document)")] = 4
 
+    @property
+    def said(self) -> str:
+        """What a block sends, in a few words."""
+        if self.kind == "conversations":
+            return (f"the conversations of {Path(self.file).name}" if self.file else
+                    f"{self.conversations} conversations of {self.turns} turns")
+        return f"the requests of {Path(self.file).name}" if self.kind == "file" else f"{self.requests} requests"
+
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> WorkloadSpec:
         if self.kind == "file" and not self.file:
