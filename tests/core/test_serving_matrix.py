@@ -98,3 +98,23 @@ def test_the_cells_table_shows_each_loads_latencies_and_a_bench_matrix_does_not(
     bench_v = VerdictRecord.from_dict(json.loads(json.dumps(decide(bench).to_dict())))
     assert "latency" not in [c.key for c in matrix_table(bench_v).columns]
     assert all("ttft_p99_ms" not in c for c in decide(bench).speed.matrix["cells"])
+
+
+def test_a_grading_that_missed_any_cells_blocks_makes_the_round_infra():
+    """What the gate counts is what the grading must have read: a grading that pooled only the
+    single-load phase (none of the cells' blocks) leaves served tokens no one checked."""
+    from console.core.records.served import ServedGrade
+    d = serving_matrix({})
+    for r in d["reps"]:
+        r["reported"]["requests"] = [{"index": i} for i in range(8)]
+    served = sum(8 for r in d["reps"] if r["build"] == "main" and r["phase"].startswith("cell:"))
+    d["parity"]["server"]["graded"] = ServedGrade(margin=2.0, false_reject=0.01, counted={"main": 0, "candidate": 0},
+                                                  available={"main": 0, "candidate": 0}).to_dict()
+    v = decide(d)
+    assert served and v.outcome == "infra" and [x.code for x in v.reasons] == ["served-tokens-ungraded"], v.reasons
+    assert v.reasons[0].message.startswith("main's counted blocks served ") and "the grading read 0 of them" in \
+        v.reasons[0].message
+    assert f"main's counted blocks served {served} responses" in v.reasons[0].message
+    # a pool that read every counted response is not this fault (whatever else its grades say)
+    d["parity"]["server"]["graded"]["counted"] = {"main": served, "candidate": served}
+    assert "served-tokens-ungraded" not in [x.code for x in decide(d).reasons]

@@ -14,16 +14,16 @@ from console.serving.workload import Request
 VOCAB = 100
 
 
-def _block(tmp_path, build: str, index: int, ids: list[int], text: str = "xy") -> Rep:
+def _block(tmp_path, build: str, index: int, ids: list[int], text: str = "xy", phase: str = "timed") -> Rep:
     reqs = [Request(index=0, prompt=(2, 7, 9), input_tokens=3, max_tokens=len(ids)),
             Request(index=1, prompt=(2, 8), input_tokens=2, max_tokens=len(ids))]
     recs = [RequestRecord(index=0, input_tokens=3, max_tokens=len(ids), status=200, output_tokens=len(ids),
                           token_ids=ids, text=text),
             RequestRecord(index=1, input_tokens=2, max_tokens=len(ids), status=200, output_tokens=len(ids),
                           token_ids=[], text=text)]
-    item = Item(build=build, phase="timed", index=index, position=index, depth=0, tokens=0, context="serve")
+    item = Item(build=build, phase=phase, index=index, position=index, depth=0, tokens=0, context="serve")
     sha = record.keep_served(tmp_path, item, 0, reqs, Block(records=recs, duration_s=1.0, started_at="", concurrency=2))
-    return Rep(build=build, phase="timed", index=index, position=index, status="ok", wall_s=1.0, value=10.0,
+    return Rep(build=build, phase=phase, index=index, position=index, status="ok", wall_s=1.0, value=10.0,
                reported={"served_sha256": sha, "requests": [{}, {}]})
 
 
@@ -43,6 +43,20 @@ def test_every_response_of_a_counted_block_is_pooled_or_said_ungradable(tmp_path
     assert pool.ungradable["candidate"] == [
         "timed block 0 request 0: it served id 400, outside the model's vocabulary of 100",
         "timed block 0 request 1: its stream carried no token ids"]
+
+
+def test_a_matrix_of_loads_pools_every_cells_blocks(tmp_path):
+    from console.core.records.matrix import Cell, MatrixSpec
+    cells = tuple(Cell(key=f"concurrency={c}", axes=(("concurrency", str(c)),), depth=0, tokens=0,
+                       metric="output_tok_s", args=(("concurrency", str(c)),)) for c in (1, 4))
+    reps = [_block(tmp_path, b, 0, [5, 6], phase=cell.phase) for cell in cells for b in ("main", "candidate")]
+    r = Receipt(round_id="r", reps=reps, profile=ProfileRecord(
+        bench={"mode": "serve"}, matrix=MatrixSpec(axes=("concurrency",), cells=cells, home=cells[1].key)))
+    pool = sg._pool(tmp_path, r, GateRules(), VOCAB)
+    assert pool.counted == {"main": 4, "candidate": 4}
+    assert sorted(q.phase for q in pool.gradable["main"]) == ["cell:concurrency=1", "cell:concurrency=4"]
+    assert pool.ungradable["main"] == ["block [concurrency=1] 0 request 1: its stream carried no token ids",
+                                       "block [concurrency=4] 0 request 1: its stream carried no token ids"]
 
 
 def test_a_file_changed_after_its_block_is_not_graded(tmp_path):

@@ -141,6 +141,11 @@ def counted(receipt: Receipt, rules: GateRules) -> Counted:
     return Counted(valid, problems, warnings, differential)
 
 
+def timed_phases(r: Receipt) -> list[str]:
+    """The phases whose reps are a round's timed pairs: its one shape's, or each matrix cell's."""
+    return [c.phase for c in r.profile.matrix.cells] if r.profile.matrix is not None else ["timed"]
+
+
 def long_phase(r: Receipt) -> str:
     """The phase of the long runs: the timed runs, or in a matrix round its home cell's (the bench's
     own shape, as the short runs are)."""

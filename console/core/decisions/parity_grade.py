@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from console.core.decisions.counting import typed
+from console.core.decisions.counting import counted, timed_phases, typed
 from console.core.decisions import accuracy, served_tokens, serving
 from console.core.records import adjudication
 from console.core.records.adjudication import Adjudication, Ruling
@@ -181,6 +181,8 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
     served = grade_server(par, reasons, warnings)
+    if served is not None and (missed := ungraded_blocks(typed(receipt), rules)) is not None:
+        reasons.append(reason("served-tokens-ungraded", missed, build=None))
     worst = worst_depth([cand_side.at(r["depth"]) for r in rows], rules)
     out = {"depths": table, "worst_depth": worst, "scored_path": scored, "timed_path": timed,
            "candidate_error": cand_error, "main_error": main_error,
@@ -190,6 +192,23 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
     if served is not None:      # serving profiles only
         out["server"] = served
     return ParityGrade(out, tuple(reasons), tuple(warnings))
+
+
+def ungraded_blocks(r: Receipt, rules: GateRules) -> str | None:
+    """Why the grading did not cover what the gate counts: every response of every counted timed
+    block (each cell's, in a matrix of loads) must have been pooled for grading, or the yardstick
+    missed work whose tokens no one checked (the round is infra, never a pass)."""
+    graded = r.parity.server.graded if r.parity.server is not None else None
+    if graded is None or graded.counted is None:
+        return None     # graded before the pool was recorded, or not at all (said elsewhere)
+    c = counted(r, rules)
+    for b in BUILDS:
+        served = sum(len((rep.reported or {}).get("requests") or []) for phase in timed_phases(r)
+                     for rep in c.valid.get((b, phase), []))
+        if graded.counted.get(b, 0) < served:
+            return (f"{b}'s counted blocks served {served} responses; the grading read "
+                    f"{graded.counted.get(b, 0)} of them: what the others served was never checked")
+    return None
 
 
 def grade_server(par: ParityRecord, reasons: list, warnings: list) -> dict[str, Any] | None:

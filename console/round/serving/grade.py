@@ -53,15 +53,17 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
     their reps sealed."""
     out = Pool()
     c = counting.counted(receipt, rules)
+    # a matrix of loads: every cell's counted blocks, each cell's as the one load's would be
+    reps = {b: [rep for phase in counting.timed_phases(receipt) for rep in c.valid.get((b, phase), [])] for b in BUILDS}
     for build in BUILDS:
-        for rep in c.valid.get((build, "timed"), []):
+        for rep in reps[build]:
             rows = kept_rows(work, rep)
             out.counted[build] += len(rows) if rows is not None else len((rep.reported or {}).get("requests") or [])
             if rows is None:
-                out.ungradable[build].append(f"timed block {rep.index}: its served tokens were not kept")
+                out.ungradable[build].append(f"{block_name(rep.phase)} {rep.index}: its served tokens were not kept")
                 continue
             for row in rows:
-                where = f"timed block {rep.index} request {row.get('request')}"
+                where = f"{block_name(rep.phase)} {rep.index} request {row.get('request')}"
                 why = _unusable(row, vocab)
                 if why:
                     out.ungradable[build].append(f"{where}: {why}")
@@ -72,6 +74,11 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
                 out.gradable[build].append(r)
                 out.texts[key_of(r)] = str(row.get("text", ""))
     return out
+
+
+def block_name(phase: str) -> str:
+    """How a message names a block of ``phase``: "timed block", or a matrix cell's "block [concurrency=1]"."""
+    return "timed block" if phase == "timed" else f"block [{phase.removeprefix('cell:')}]"
 
 
 def key_of(r: GradedRequest) -> tuple:
@@ -147,7 +154,7 @@ def _as_streamed(drawn: list[GradedRequest], pool: Pool, texts: dict[tuple, byte
             continue
         pool.mismatched[r.build] += 1
         pool.ungradable[r.build].append(
-            f"timed block {r.block} request {r.request}: its ids are not the text it streamed "
+            f"{block_name(r.phase)} {r.block} request {r.request}: its ids are not the text it streamed "
             f"(their text begins {ids_text[:40]!r}, the stream's {streamed.encode()[:40]!r})")
     return kept
 
