@@ -51,6 +51,7 @@ class Tracker:
 
     def __init__(self) -> None:
         self.head = self.tail = self.pairs = 0
+        self.per_pair = 2                   # reps in a timed pair: two, or two per cell of a matrix
         self.known = False                  # the plan says how many reps it allows
         self.max_minutes: float | None = None
         self.positions: set[int] = set()
@@ -65,6 +66,7 @@ class Tracker:
         if not self.known:
             return
         self.head, self.tail, self.pairs = int(plan["head_reps"]), int(plan.get("tail_reps") or 0), pairs
+        self.per_pair = 2 * max(1, len((plan.get("matrix") or {}).get("cells") or ()))
         self.max_minutes = plan.get("max_minutes") if plan.get("sequential") else None
 
     def rep_done(self, rep: Rep, at: float) -> Progress | None:
@@ -75,7 +77,7 @@ class Tracker:
         self.positions.add(pos)
         if rep.phase.startswith("guard:"):
             self.timed_closed = True
-        if rep.phase == "timed":
+        if rep.phase == "timed" or rep.phase.startswith("cell:"):
             if self.timed_started is None:
                 self.timed_started = self.times[-2] if len(self.times) > 1 else at
             self.timed_positions.add(pos)
@@ -84,7 +86,7 @@ class Tracker:
     def progress(self, now: float) -> Progress:
         if not self.known:
             return Progress(len(self.positions), None, None)
-        timed_total = len(self.timed_positions) if self.timed_closed else 2 * self.pairs
+        timed_total = len(self.timed_positions) if self.timed_closed else self.per_pair * self.pairs
         total = max(self.head + timed_total + self.tail, len(self.positions))
         left = total - len(self.positions)
         if len(self.times) < 2:
