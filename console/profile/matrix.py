@@ -132,21 +132,22 @@ def _text(x: Any) -> str:
 def serving_problem(t: MatrixTable) -> tuple[str, str] | None:
     """(key, what was expected) when a serving profile's [matrix] sets what a serving cell cannot:
     its cells are loads (concurrency, rate) and the scored metric; the rest is the workload's."""
-    for a in t.axes:
-        for v in a.values:
-            if bad := sorted(set(_fields_of(a.name, v)) - set(SERVING_FIELDS)):
-                return ("axes", f"expected a serving cell to set only {', '.join(SERVING_FIELDS)} (axis {a.name!r} "
-                                f"sets {', '.join(bad)}): its prompts are the workload's")
-    return None
+    return _sets_only(t, SERVING_FIELDS, "a serving cell to set only {allowed} (axis {axis!r} sets {bad}): "
+                                         "its prompts are the workload's")
 
 
 def bench_problem(t: MatrixTable) -> tuple[str, str] | None:
     """(key, what was expected) when a bench profile's [matrix] sets a serving load."""
+    return _sets_only(t, BENCH_FIELDS, "fields among {allowed} (axis {axis!r} sets {bad}, a load: only a "
+                                       "serving profile has one)")
+
+
+def _sets_only(t: MatrixTable, allowed: tuple[str, ...], expected: str) -> tuple[str, str] | None:
     for a in t.axes:
         for v in a.values:
-            if bad := sorted(set(_fields_of(a.name, v)) - set(BENCH_FIELDS)):
-                return ("axes", f"expected fields among {', '.join(BENCH_FIELDS)} (axis {a.name!r} sets "
-                                f"{', '.join(bad)}, a load: only a serving profile has one)")
+            if bad := sorted(set(_fields_of(a.name, v)) - set(allowed)):
+                return ("axes", "expected " + expected.format(allowed=", ".join(allowed), axis=a.name,
+                                                              bad=", ".join(bad)))
     return None
 
 

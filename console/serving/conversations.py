@@ -21,9 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.records.untrusted import loads
-from ..files import read_capped
-from .workload import MAX_WORKLOAD_BYTES, Request, WorkloadError, mix_drawn
+from .workload import Request, WorkloadError, json_lines, mix_drawn
 
 ID_KEYS = ("chat_id", "conversation_id")        # the conversation a trace line belongs to
 
@@ -127,18 +125,8 @@ def trace_shapes(path: Path) -> list[list[Shape]]:
     per non-blank line with ``timestamp`` (ms), ``chat_id`` (or ``conversation_id``), ``turn``
     (optional), ``input_length`` (the whole prompt, history included) and ``output_length``; other
     keys are not read. A line that contradicts its conversation's earlier ones is refused by number."""
-    try:
-        lines = read_capped(path, MAX_WORKLOAD_BYTES).decode("utf-8").splitlines()
-    except ValueError as e:         # UnicodeDecodeError too
-        raise WorkloadError(path, 0, f"a readable UTF-8 file ({e})") from e
     convs: dict[str, _Open] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = loads(line)
-        except ValueError as e:
-            raise WorkloadError(path, number, f"invalid JSON ({e})") from e
+    for number, obj in json_lines(path):
         try:
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")

@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -206,21 +206,27 @@ def _file_request(index: int, obj: Any, default_max_tokens: int) -> Request:
     return Request(index=index, prompt=prompt, input_tokens=given, max_tokens=max_tokens)
 
 
-def file_requests(path: Path, default_max_tokens: int) -> list[Request]:
-    """One request per non-blank line of a JSON Lines file:
-    ``{"prompt": "text" | [ids], "max_tokens": n, "input_tokens": n}`` (the last two optional)."""
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for each non-blank line of a JSON Lines file read within the size cap;
+    a file that is not UTF-8 or a line that is not JSON is a WorkloadError naming it."""
     try:
         lines = read_capped(path, MAX_WORKLOAD_BYTES).decode("utf-8").splitlines()
     except ValueError as e:         # UnicodeDecodeError too
         raise WorkloadError(path, 0, f"a readable UTF-8 file ({e})") from e
-    out: list[Request] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            obj = loads(line)
+            yield number, loads(line)
         except ValueError as e:
             raise WorkloadError(path, number, f"invalid JSON ({e})") from e
+
+
+def file_requests(path: Path, default_max_tokens: int) -> list[Request]:
+    """One request per non-blank line of a JSON Lines file:
+    ``{"prompt": "text" | [ids], "max_tokens": n, "input_tokens": n}`` (the last two optional)."""
+    out: list[Request] = []
+    for number, obj in json_lines(path):
         try:
             out.append(_file_request(len(out), obj, default_max_tokens))
         except ValueError as e:

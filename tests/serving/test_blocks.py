@@ -26,9 +26,11 @@ from console.telemetry import open_telemetry
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "sse_server.py"
 
 
-def _bench(tmp_path: Path, command: list[str]) -> Bench:
-    p = load_profile(SERVER_PROFILE)
-    p = replace(p, server=replace(p.server, command=tuple(command), warmup=2))
+def _bench(tmp_path: Path, command: list[str], profile: Path = SERVER_PROFILE, **server: object) -> Bench:
+    """A bench of ``profile`` whose builds' server is ``command`` on this host (the local runtime),
+    with ``server`` keys of the profile's [server] replaced."""
+    p = load_profile(profile)
+    p = replace(p, server=replace(p.server, command=tuple(command), **{"warmup": 2, **server}))
     root = tmp_path / "build"
     (root / "engine").mkdir(parents=True)
     (tmp_path / "inputs").mkdir()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from console.core.decisions.sweep import Level
-from console.paths import SERVER_PROFILE
+from console.paths import SERVER_CHAT_PROFILE, SERVER_PROFILE
 from console.profile import ProfileError, load_profile
 from console.round.schedule import Item
 from console.round.serving.draw import block_requests
@@ -26,7 +26,7 @@ from console.serving.workload import Request, WorkloadError, workload_sha256
 
 DOC = tuple(range(1000, 1600))      # distinct ids: a slice's place in the document is known
 POOL = tuple(range(5000, 5100))     # ids no slice holds, so a drawn one is seen
-CHAT_PROFILE = SERVER_PROFILE.parent / "llama-server-chat.toml"
+CHAT_PROFILE = SERVER_CHAT_PROFILE
 TRACE = SERVER_PROFILE.parent / "llama-server" / "conversations.jsonl"
 SERVER_TEXT = SERVER_PROFILE.read_text()
 CHAT_TEXT = CHAT_PROFILE.read_text()
@@ -171,19 +171,6 @@ def test_a_later_turn_cannot_start_before_the_one_before_and_an_empty_trace_is_r
 
 # --- the profile ----------------------------------------------------------------------------
 
-@pytest.fixture
-def variant(request):
-    """A variant of a shipped profile, beside it (its relative paths resolve)."""
-    made: list[Path] = []
-
-    def make(text: str) -> Path:
-        p = SERVER_PROFILE.parent / f".variant-chat-{len(made)}-{request.node.name[:40]}.toml"
-        p.write_text(text)
-        made.append(p)
-        return p
-    yield make
-    for p in made:
-        p.unlink(missing_ok=True)
 
 
 def test_the_shipped_chat_profile_asks_for_the_cache_with_conversations():
@@ -445,26 +432,11 @@ SSE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "sse_server.py"
 
 
 def _bench(tmp_path: Path, cache: bool = True):
-    import shutil
     import sys
-    from console.round.reps import Bench
-    from console.round.schedule import DOC_NAME
-    from console.runtime.base import BuildResult
-    from console.runtime.local import LocalRuntime
-    from console.telemetry import open_telemetry
+    from serving.test_blocks import _bench as local_bench
     p = load_profile(CHAT_PROFILE)
-    p = replace(p, server=replace(p.server, command=(sys.executable, str(SSE_SERVER), "--port", "{port}"), warmup=2,
-                                  request={**p.server.request, "cache_prompt": cache}))
-    root = tmp_path / "build"
-    (root / "engine").mkdir(parents=True)
-    (tmp_path / "inputs").mkdir()
-    shutil.copyfile(p.parity.document, tmp_path / "inputs" / DOC_NAME)
-    built = BuildResult(build="main", image_id="local", base_image_id="host", compiler="", seconds=0.0,
-                        root=str(root))
-    tele = open_telemetry("host")
-    return Bench(rt=LocalRuntime(tmp_path / "rt"), builds={"main": built, "candidate": built},
-                 src_dirs={"main": root, "candidate": root}, inputs=tmp_path / "inputs", work=tmp_path,
-                 gpus=False, tele=tele, preflight=tele.preflight(rules=p.preflight), profile=p)
+    return local_bench(tmp_path, [sys.executable, str(SSE_SERVER), "--port", "{port}"], CHAT_PROFILE,
+                       request={**p.server.request, "cache_prompt": cache})
 
 
 def test_a_conversation_block_is_a_rep_with_figures_per_turn_and_full_prompts_kept(tmp_path):

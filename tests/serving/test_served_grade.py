@@ -59,6 +59,24 @@ def test_a_matrix_of_loads_pools_every_cells_blocks(tmp_path):
                                        "block [concurrency=4] 0 request 1: its stream carried no token ids"]
 
 
+def test_a_sweeps_blocks_are_graded_and_a_grading_that_missed_them_is_said(tmp_path):
+    """A sweep counts no pairs, but its figures and a capacity change rest on its levels' blocks:
+    each one's served tokens are pooled (its warm-ups are not), and a grading that read fewer is infra."""
+    from console.core.decisions.parity_grade import ungraded_blocks
+    from console.core.records.receipt import ParityRecord
+    from console.core.records.served import ServedCheck, ServedGrade
+    reps = [_block(tmp_path, b, 0, [5, 6], phase=ph) for ph in ("sweep:r0.5", "sweep:r8", "sweep-warmup:r8")
+            for b in ("main", "candidate")]
+    r = _receipt(*reps)
+    pool = sg._pool(tmp_path, r, GateRules(), VOCAB)
+    assert pool.counted == {"main": 4, "candidate": 4}
+    assert sorted(q.phase for q in pool.gradable["candidate"]) == ["sweep:r0.5", "sweep:r8"]
+    graded = ServedGrade(margin=2.0, false_reject=0.01, counted={"main": 4, "candidate": 2})
+    r.parity = ParityRecord(server=ServedCheck(main=None, candidate=None, graded=graded))
+    assert ungraded_blocks(r, GateRules()) == ("candidate's counted blocks served 4 responses; the grading read 2 "
+                                               "of them: what the others served was never checked")
+
+
 def test_a_file_changed_after_its_block_is_not_graded(tmp_path):
     rep = _block(tmp_path, "candidate", 3, [5, 6])
     path = tmp_path / record.SERVED_DIR / "candidate-timed-3-0.json"

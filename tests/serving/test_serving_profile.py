@@ -17,19 +17,6 @@ from console.core.decisions.sweep import Level
 TEXT = SERVER_PROFILE.read_text()
 
 
-@pytest.fixture
-def variant(request):
-    """A variant of the shipped llama-server profile, beside it (its relative paths resolve)."""
-    made: list[Path] = []
-
-    def make(text: str) -> Path:
-        p = SERVER_PROFILE.parent / f".variant-serving-{len(made)}-{request.node.name[:40]}.toml"
-        p.write_text(text)
-        made.append(p)
-        return p
-    yield make
-    for p in made:
-        p.unlink(missing_ok=True)
 
 
 def test_the_shipped_serving_profile_loads_with_its_guards_and_load():

@@ -146,6 +146,18 @@ def timed_phases(r: Receipt) -> list[str]:
     return [c.phase for c in r.profile.matrix.cells] if r.profile.matrix is not None else ["timed"]
 
 
+def measured_blocks(r: Receipt, c: Counted, build: str) -> list[Rep]:
+    """What ``build``'s server served that a finding rests on, and so must be graded: the counted
+    reps of the timed phases, and a sweep's blocks at its levels (a sweep counts no pairs, but its
+    figures and a capacity change are read from those blocks)."""
+    timed = [rep for phase in timed_phases(r) for rep in c.valid.get((build, phase), [])]
+    return timed + [rep for rep in r.reps if rep.build == build and rep.phase.startswith(SWEEP_PHASE)
+                    and rep.status == "ok"]
+
+
+SWEEP_PHASE = "sweep:"      # a sweep level's blocks (round.kinds.sweep); its warm-ups are "sweep-warmup:"
+
+
 def long_phase(r: Receipt) -> str:
     """The phase of the long runs: the timed runs, or in a matrix round its home cell's (the bench's
     own shape, as the short runs are)."""

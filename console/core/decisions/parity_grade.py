@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from console.core.decisions.counting import counted, timed_phases, typed
+from console.core.decisions.counting import counted, measured_blocks, typed
 from console.core.decisions import accuracy, served_tokens, serving
 from console.core.records import adjudication
 from console.core.records.adjudication import Adjudication, Ruling
@@ -196,15 +196,14 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
 
 def ungraded_blocks(r: Receipt, rules: GateRules) -> str | None:
     """Why the grading did not cover what the gate counts: every response of every counted timed
-    block (each cell's, in a matrix of loads) must have been pooled for grading, or the yardstick
-    missed work whose tokens no one checked (the round is infra, never a pass)."""
+    block (each cell's, in a matrix of loads; each level's, in a sweep) must have been pooled for
+    grading, or the yardstick missed work whose tokens no one checked (the round is infra, never a pass)."""
     graded = r.parity.server.graded if r.parity.server is not None else None
     if graded is None or graded.counted is None:
         return None     # graded before the pool was recorded, or not at all (said elsewhere)
     c = counted(r, rules)
     for b in BUILDS:
-        served = sum(len((rep.reported or {}).get("requests") or []) for phase in timed_phases(r)
-                     for rep in c.valid.get((b, phase), []))
+        served = sum(len((rep.reported or {}).get("requests") or []) for rep in measured_blocks(r, c, b))
         if graded.counted.get(b, 0) < served:
             return (f"{b}'s counted blocks served {served} responses; the grading read "
                     f"{graded.counted.get(b, 0)} of them: what the others served was never checked")

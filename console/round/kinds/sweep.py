@@ -20,6 +20,7 @@ from typing import Any
 from ... import events as ev
 from ...clock import utc_now
 from ...core.decisions import capacity as cap, parity_grade, health
+from ...core.decisions.counting import SWEEP_PHASE
 from ...core.records.receipt import Receipt, Rep
 from ...core.decisions.sweep import Level, LevelFigures, level_figures
 from ...errors import ExitCode
@@ -114,7 +115,7 @@ class Sweep(Kind):
             order = ["main", "candidate"] if k % 2 == 0 else ["candidate", "main"]
             for build in order:
                 rnd.check_abort()
-                phase = f"sweep:{level.name}" if k >= 0 else f"sweep-warmup:{level.name}"
+                phase = f"{SWEEP_PHASE}{level.name}" if k >= 0 else f"sweep-warmup:{level.name}"
                 item = Item(build, phase, max(k, 0), position, 0, 0, "serve", rnd.p.bench.metric)
                 position += 1
                 run_until_trusted(b, item, 0, budget, rnd.emit, rnd.notice,
@@ -134,7 +135,12 @@ class Sweep(Kind):
                "server_slots": self.slots(rnd.p), "receipt": receipt.to_dict()}
         if self.found:
             doc["capacity"] = self.found[-1].to_dict(name=lambda x: self.level_at(x, rnd.p).name)
-            rnd.notice("info", "capacity", self.found[-1].said())
+            said = self.found[-1].said()
+            if reasons:     # a candidate refused (its check, or what it served) earns no capacity change
+                doc["capacity"]["change"] = {**doc["capacity"]["change"], "stands": False,
+                                             "refused": [r.message for r in reasons]}
+                said += f"; the candidate was refused ({reasons[0].message}): no change stands"
+            rnd.notice("info" if not reasons else "warn", "capacity", said)
         path = rnd.cfg.out_dir / "sweeps" / f"{rnd.round_id}.json"
         atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
         rnd.receipt, rnd.receipt_path = doc, path

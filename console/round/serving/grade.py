@@ -53,8 +53,8 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
     their reps sealed."""
     out = Pool()
     c = counting.counted(receipt, rules)
-    # a matrix of loads: every cell's counted blocks, each cell's as the one load's would be
-    reps = {b: [rep for phase in counting.timed_phases(receipt) for rep in c.valid.get((b, phase), [])] for b in BUILDS}
+    # a matrix of loads: every cell's counted blocks; a sweep: every level's
+    reps = {b: counting.measured_blocks(receipt, c, b) for b in BUILDS}
     for build in BUILDS:
         for rep in reps[build]:
             rows = kept_rows(work, rep)
@@ -78,7 +78,7 @@ def _pool(work: Path, receipt: Receipt, rules, vocab: int) -> Pool:
 
 def block_name(phase: str) -> str:
     """How a message names a block of ``phase``: "timed block", or a matrix cell's "block [concurrency=1]"."""
-    return "timed block" if phase == "timed" else f"block [{phase.removeprefix('cell:')}]"
+    return "timed block" if phase == "timed" else f"block [{phase.removeprefix('cell:').removeprefix('sweep:')}]"
 
 
 def key_of(r: GradedRequest) -> tuple:
