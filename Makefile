@@ -7,6 +7,7 @@
 #   make serve  - the same two releases' llama-server under load: a serving round (TTFT, ITL, throughput)
 #   make serve-matrix - the same servers at 1 and 4 requests in flight, decided together
 #   make serve-chat - the same servers under multi-turn conversations, the prompt cache on
+#   make serve-capacity - each server's capacity at the SLO, and the change decided
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -14,7 +15,7 @@ STAMP   := $(VENV)/.installed
 CANDIDATE ?= fast
 ARGS    ?=
 
-.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve serve-matrix serve-chat setup-local
+.PHONY: setup setup-test test-tools demo demo-base test test-fast bench clean llama llama-setup llama-matrix serve serve-matrix serve-chat serve-capacity setup-local
 LLAMA   := profiles/llama-cpp.toml
 SERVER  := profiles/llama-server.toml
 
@@ -87,6 +88,12 @@ serve: llama-setup $(LOCAL)
 serve-matrix: llama-setup $(LOCAL)
 	$(BIN)/console reference capture --profile $(SERVER) --if-needed
 	$(BIN)/console run --profile profiles/llama-server-matrix.toml $(ARGS)
+
+# Each server's capacity at the profile's SLO (server.slo), searched over 1 to 8 requests in flight,
+# and the candidate's change decided (docs/CAPACITY.md): a sweep, sealed into no ledger.
+serve-capacity: llama-setup $(LOCAL)
+	$(BIN)/console reference capture --profile $(SERVER) --if-needed
+	$(BIN)/console sweep --profile $(SERVER) --capacity --concurrency 1,8 --blocks 6 --budget 4 $(ARGS)
 
 # The same servers under multi-turn conversations that share a prefix, the prompt cache on.
 serve-chat: llama-setup $(LOCAL)
