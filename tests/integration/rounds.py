@@ -51,3 +51,16 @@ def profile_variant(text: str, tag: str, beside: Path = LLAMA_PROFILE) -> Iterat
         yield path
     finally:
         path.unlink()
+
+
+# An honest server's served token may, rarely, sit past the profile's margin below the reference's
+# choice: batched decoding and the harness's prefill round differently (seen once: main's token 2.34
+# nats below, at token 14 of 16, on a 2-vCPU AMD EPYC node). Main's departures are a warning, and the
+# candidate is judged against main's rate, so a test allows main one in sixteen.
+HONEST_DEPARTURES = 1 / 16
+
+
+def honest(side: dict) -> bool:
+    """Whether a build's graded side departs as an honest server's may."""
+    return side["departed"] <= HONEST_DEPARTURES * side["requests"]
+

@@ -23,7 +23,7 @@ from console.paths import SERVER_CANDIDATES, SERVER_CHAT_PROFILE
 from console.results import lockfile
 from console.round import Round, RoundConfig
 
-from .rounds import codes, llama_ready, verdict_of
+from .rounds import codes, honest, llama_ready, verdict_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.llama]
 
@@ -87,5 +87,5 @@ def test_a_cache_that_skips_the_rest_of_a_prompt_is_rejected_by_the_grading(skip
     graded = v["parity"]["server"]["graded"]
     assert graded["counted"] == graded["available"] and graded["ungradable"] == {}
     # main's answers are the reference's; the skipping server's later turns are not
-    assert graded["main"]["departed"] == 0 and graded["main"]["agreement"] > 0.9, graded
+    assert honest(graded["main"]) and graded["main"]["agreement"] > 0.9, graded
     assert graded["candidate"]["departed"] >= 4, graded
