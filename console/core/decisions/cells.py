@@ -10,14 +10,15 @@ from typing import Callable
 
 from console.core.decisions import serving
 from console.core.decisions.counting import Counted, counted, log_ratios, pairs_of, typed, unresolved_claim
-from console.core.decisions.speed import basis_of, conflict, decide_timed, design_of, implausible, ruleset, speed_of
+from console.core.decisions.speed import (basis_of, conflict, decide_timed, design_of, implausible,
+                                          latency_findings, ruleset, speed_of)
 from console.core.records import matrix
 from console.core.statistics import sequential, stats
 from console.core.records.figures import finite
 from console.core.records.receipt import BUILDS, Receipt
 from console.core.records.rules import GateRules
 from console.core.records.verdict import Caveat, Speed, Verdict
-from console.core.records.verdict import reason, warning
+from console.core.records.verdict import reason
 
 
 
@@ -95,22 +96,11 @@ def served_figures(r: Receipt, view: Counted, fam: GateRules) -> dict:
 
 def _latency_found(results: list[matrix.CellResult], warnings: list[Caveat]) -> list:
     """A serving cell whose latency rose decidedly past its guard (or reads as no number) rejects the
-    round, whatever the other cells gained; a possible rise is said."""
-    found = []
+    round, whatever the other cells gained; a possible rise is said. Each cell's rows are said as a
+    one-shape round's are (``speed.latency_findings``), naming the cell."""
+    found: list = []
     for x in results:
-        for row in x.latency or ():
-            said = (f"cell [{x.key}]: latency guard {row['metric']}: the candidate's is {row['ratio'] - 1:+.1%} "
-                    f"against main's in the same pair [{row['lower'] - 1:+.1%}, {row['upper'] - 1:+.1%}] over "
-                    f"{row['pairs']} pairs; at most {row['max_rise']:.1%} higher is allowed"
-                    if row["ratio"] is not None else f"cell [{x.key}]: latency guard {row['metric']}")
-            if row["status"] == "unreadable":
-                found.append(reason("latency-not-finite", f"{said}: a candidate's block reads no positive finite "
-                                                          "number", figure=f"latency:{x.key}:{row['metric']}"))
-            elif row["status"] == "breach":
-                found.append(reason("latency-breach", said, figure=f"latency:{x.key}:{row['metric']}",
-                                    bar=row["allowed"], value=row["lower"]))
-            elif row["status"] == "uncertain":
-                warnings.append(warning("latency-uncertain", f"{said}: a breach is possible but not decided"))
+        latency_findings(x.latency or (), found, warnings, where=f"cell [{x.key}]: ", figure=f"latency:{x.key}:")
     return found
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from console.core.decisions.counting import Counted, counted, log_ratios, pairs_of, typed, unresolved_claim
 from console.core.decisions import legacy, serving
@@ -77,25 +77,35 @@ def check_latency(c: Counted, rules: GateRules, guards: dict[str, Any], reasons:
     if not rules.latency:
         return
     pairs = [((m.reported or {}), (cand.reported or {})) for m, cand in pairs_of(c)]
-    for metric, row in serving.latency_rows(pairs, rules.latency, rules.false_accept).items():
-        guards[f"latency:{metric}"] = row
+    rows = serving.latency_rows(pairs, rules.latency, rules.false_accept)
+    guards.update({f"latency:{metric}": row for metric, row in rows.items()})
+    latency_findings(rows.values(), reasons, warnings)
+
+
+def latency_findings(rows: Iterable[Mapping[str, Any]], reasons: list, warnings: list, where: str = "",
+                     figure: str = "latency:") -> None:
+    """Each latency guard's row said: a breach or an unreadable figure is a reason, a possible breach
+    or an unmeasured guard a warning. ``where`` names the matrix cell the rows are of, ``figure`` the
+    prefix of the figure a reason names."""
+    for row in rows:
+        metric = row["metric"]
         said = (f"{metric}: the candidate's is {_pct(row['ratio'] - 1)} against main's in the same pair "
                 f"[{_pct(row['lower'] - 1)}, {_pct(row['upper'] - 1)}] over {row['pairs']} pairs; at most "
                 f"{_pct(row['max_rise'])} higher is allowed") if row["ratio"] is not None else ""
         if row["status"] == "unreadable":
             first = row["unreadable"][0]
-            reasons.append(reason("latency-not-finite", f"latency guard {metric}: the candidate's block in pair "
-                                                        f"{first['pair']} reads {first['value']}, not a positive "
+            reasons.append(reason("latency-not-finite", f"{where}latency guard {metric}: the candidate's block in "
+                                                        f"pair {first['pair']} reads {first['value']}, not a positive "
                                                         f"finite number ({len(row['unreadable'])} such block(s))",
-                                  figure=f"latency:{metric}", bar=row["allowed"]))
+                                  figure=f"{figure}{metric}", bar=row["allowed"]))
         elif row["status"] == "breach":
-            reasons.append(reason("latency-breach", f"latency guard {said}", figure=f"latency:{metric}",
+            reasons.append(reason("latency-breach", f"{where}latency guard {said}", figure=f"{figure}{metric}",
                                   bar=row["allowed"], value=row["lower"]))
         elif row["status"] == "uncertain":
-            warnings.append(warning("latency-uncertain", f"latency guard {said}: a breach is possible but "
+            warnings.append(warning("latency-uncertain", f"{where}latency guard {said}: a breach is possible but "
                                                          "not decided: not rejected"))
         elif row["status"] == "unmeasured":
-            warnings.append(warning("latency-unmeasured", f"latency guard {metric}: fewer than 2 pairs with "
+            warnings.append(warning("latency-unmeasured", f"{where}latency guard {metric}: fewer than 2 pairs with "
                                                           "the figure on both sides; not enforced"))
 
 
