@@ -15,45 +15,40 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from console.core.records.receipt import BENCH_PHASES, Receipt  # noqa: E402
+from console.reports.words import source_text  # noqa: E402
+from console.results.saved import read_receipt_file  # noqa: E402
 
 
 def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "llama-cpp"
-    receipt = json.loads((out / "receipt.json").read_text())
-    journal = out / "journal" / f"{receipt['round_id']}.jsonl"
-    print(f"round {receipt['round_id']} on {receipt['host'].get('cpu_model')} "
-          f"({receipt['host'].get('cores')} cores, flags {','.join(receipt['host'].get('cpu_flags', []))})")
+    r = read_receipt_file(out / "receipt.json").receipt
+    journal = out / "journal" / f"{r.round_id}.jsonl"
+    print(f"round {r.round_id} on {r.host.cpu_model} ({r.host.cores} cores, flags {','.join(r.host.cpu_flags)})")
     if journal.exists():
         phases(journal)
-    for b, build in receipt["builds"].items():
-        src = build["source"]
-        print(f"build {b:9}: {src.get('pypi') or src.get('patch') or src.get('path')}  "
-              f"{build.get('build_s')} s  engine {str(build.get('engine_sha256'))[:12]}")
-    par = receipt["parity"]
+    for b, build in r.builds.items():
+        print(f"build {b:9}: {source_text(build.source)}  {build.build_s} s  engine {str(build.engine_sha256)[:12]}")
     print("depth   main KL     main top1  cand KL     cand top1")
-    cand = {d["depth"]: d for d in (par.get("candidate") or {}).get("depths", [])}
-    for d in (par.get("main") or {}).get("depths", []):
-        c = cand.get(d["depth"], {})
-        print(f"{d['depth']:5}   {d['kl']:.3e}   {d['top1']:.3f}      {c.get('kl', float('nan')):.3e}   "
-              f"{c.get('top1', float('nan')):.3f}")
-    for phase in sorted({r["phase"] for r in receipt["reps"] if r["phase"] in ("timed", "short")
-                         or r["phase"].startswith("guard:")}):
+    cand = {d.depth: (d.kl, d.top1) for d in (r.parity.candidate.depths if r.parity.candidate else ())}
+    for d in r.parity.main.depths if r.parity.main else ():
+        kl, top1 = cand.get(d.depth, (float("nan"), float("nan")))
+        print(f"{d.depth:5}   {d.kl:.3e}   {d.top1:.3f}      {kl:.3e}   {top1:.3f}")
+    for phase in sorted({x.phase for x in r.reps if x.phase in BENCH_PHASES or x.phase.startswith("guard:")}):
         for b in ("main", "candidate"):
-            vals = [r["value"] for r in receipt["reps"] if r["build"] == b and r["phase"] == phase
-                    and r["status"] == "ok" and r["value"]]
-            metric = next((r["reported"]["metric"] for r in receipt["reps"] if r["phase"] == phase
-                           and r.get("reported")), "?")
+            vals = [x.value for x in r.reps if x.build == b and x.phase == phase and x.status == "ok" and x.value]
+            metric = next((x.reported["metric"] for x in r.reps if x.phase == phase and x.reported), "?")
             if vals:
                 print(f"{phase:22} {b:9} {metric:14} n={len(vals)} median {statistics.median(vals):8.2f} tok/s  "
                       f"[{min(vals):.2f} .. {max(vals):.2f}]")
-    inputs = receipt.get("inputs") or {}
-    if inputs.get("warm"):
-        w = inputs["warm"]
+    if r.inputs is not None and r.inputs.warm:
+        w = r.inputs.warm
         print(f"model read before the first rep: {w['bytes'] / 1e6:.0f} MB in {w['seconds']:.2f} s")
-    v = receipt.get("verdict") or {}
-    print(f"verdict: {v.get('outcome')} {v.get('tier') or ''}  "
-          + "; ".join(r["message"] for r in v.get("reasons", []))[:300])
-    sizes(receipt)
+    v = r.sealed_verdict()
+    print(f"verdict: {v.outcome.value} {v.tier or ''}  " + "; ".join(x.message for x in v.reasons)[:300])
+    sizes(r)
     return 0
 
 
@@ -66,15 +61,15 @@ def phases(journal: Path) -> None:
     print(f"round total      {end - events[0]['at']:7.1f} s")
 
 
-def sizes(receipt: dict) -> None:
+def sizes(receipt: Receipt) -> None:
     try:
         import docker
         client = docker.from_env()
-        for b, build in receipt["builds"].items():
-            if not build.get("image_id"):
+        for b, build in receipt.builds.items():
+            if not build.image_id:
                 continue
-            img = client.images.get(build["image_id"]).attrs["Size"]
-            base = client.images.get(build["base_image_id"]).attrs["Size"]
+            img = client.images.get(build.image_id).attrs["Size"]
+            base = client.images.get(build.base_image_id).attrs["Size"]
             print(f"image {b:9}: {img / 1e6:.0f} MB, base {base / 1e6:.0f} MB, the build adds {(img - base) / 1e6:.0f} MB")
     except Exception as e:      # images removed, or no daemon: the sizes are simply not shown
         print(f"image sizes: not available ({type(e).__name__})")

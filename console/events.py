@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
+from .core.records.host import HostFacts
 from .core.records.parity import KLStats
 from .core.records.receipt import Rep
 from .core.records.verdict import VerdictRecord
@@ -59,8 +60,17 @@ class RoundStarted(Event):
     profile: str            # profile name
     profile_sha256: str
     runtime: str            # "docker" | "local"
-    host: dict[str, Any]    # host facts (CPU, kernel, Docker, GPUs)
+    host: HostFacts         # the node's facts (CPU, kernel, Docker, GPUs), as the receipt records them
     plan: dict[str, Any]    # depths, reps, order, tokens … what the round will do
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, HostFacts):      # a journal's line: read here, once
+            self.host = HostFacts.from_dict(self.host or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round_id": self.round_id, "profile": self.profile, "profile_sha256": self.profile_sha256,
+                "runtime": self.runtime, "host": self.host.to_dict(), "plan": self.plan,
+                "at": self.at, "kind": self.kind}
 
 
 @dataclass

@@ -11,6 +11,7 @@ from docker.types import ContainerConfig
 
 from console.errors import InfraError
 from console.profile.spec import RunSpec
+from console.core.records.host import HostFacts
 from console.round.node import use_gpus
 from console.runtime.docker import DockerRuntime
 
@@ -79,7 +80,7 @@ def test_whether_the_daemon_can_serve_the_request(monkeypatch, daemon, on_path, 
 
 def test_a_daemon_without_cdi_is_said_before_anything_is_built(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
-    rt, host = _runtime(_Daemon(runtimes=("runc", "nvidia"))), {"gpus": [{"index": 0}]}
+    rt, host = _runtime(_Daemon(runtimes=("runc", "nvidia"))), HostFacts.from_dict({"gpus": [{"index": 0}]})
     cdi = RunSpec(gpus="required", cdi_devices=("nvidia.com/gpu=all",))
     with pytest.raises(InfraError, match="CDI") as e:
         use_gpus("required", rt, host, lambda *a: None, cdi)

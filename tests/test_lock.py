@@ -11,7 +11,8 @@ from console.results import lockfile as F, store
 from console.core.provenance import ledger as L
 from console.core.provenance import lock as K
 from console.core.provenance.lock_verify import verify_lock
-from console.core.provenance.fingerprint import of_host, of_receipt
+from console.core.provenance.fingerprint import of_receipt
+from core.test_fingerprint import of_host
 from console.core.records.receipt import SCHEMA, SCHEMA_1, Receipt
 from console.core.records.verdict import VerdictRecord
 

@@ -19,7 +19,6 @@ from console.paths import DEMO_CANDIDATES, DEMO_MAIN, DEMO_PROFILE
 from console.profile import load_profile
 from console.round import Round, RoundConfig
 from console.round import node
-from console.telemetry import facts
 from console.round import parity as checks
 from console.telemetry.host import HostTelemetry
 from console.telemetry.nvml import NvmlTelemetry
@@ -72,9 +71,7 @@ def run_round(p, tmp_path: Path, tele) -> tuple[Round, list[ev.Event]]:
 
 
 def here(p, tele, gpus: bool) -> Backend:
-    host = facts.host_facts(None)
-    host.update(facts.gpu_facts(tele))
-    return node.backend(p, "local", host, tele.preflight_facts(0.0), gpus)
+    return node.backend(p, "local", node.node_facts(None, tele), tele.preflight_facts(0.0), gpus)
 
 
 def assert_refused_before_building(rnd, events, tmp_path, *words):
@@ -136,9 +133,9 @@ def test_allowed_differences_are_said_and_the_check_goes_into_the_receipt():
     assert "cpu_model: reference 'Some other CPU'" in said[0][2]
     record = checks.new_record(SimpleNamespace(profile=p), {"backend": ref.to_dict()}, check).reference
     # re-derivable: the rule over the two recorded sides gives the recorded differences
-    again = compare(Backend.from_dict(record["backend"]["reference"]), Backend.from_dict(record["backend"]["round"]))
-    assert again.to_dict() == record["backend"] and record["backend"]["refused"] is False
-    assert record["captured"]["backend"] == ref.to_dict()
+    again = compare(Backend.from_dict(record.backend["reference"]), Backend.from_dict(record.backend["round"]))
+    assert again.to_dict() == record.backend and record.backend["refused"] is False
+    assert record.captured["backend"] == ref.to_dict()
 
 
 def test_an_unreadable_backend_record_is_a_usage_error():

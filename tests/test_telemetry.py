@@ -624,6 +624,6 @@ def test_a_round_on_a_busy_gpu_ends_infra_before_anything_is_built(tmp_path):
     assert end.status == "infra" and "pid 4242 (python3 train.py)" in end.message
     # the node the round ran on: its GPU and driver are in the host facts the fingerprint is made of
     [started] = [e for e in events if isinstance(e, ev.RoundStarted)]
-    facts = started.host["fingerprint"]["facts"]
+    facts = started.host.fingerprint["facts"]
     assert (facts["gpu_model"], facts["gpus"], facts["driver_major"]) == ("NVIDIA H100 80GB HBM3", 1, "550")
     assert [(e.level, e.code) for e in events if isinstance(e, ev.Notice) and e.code == "gpu"] == [("info", "gpu")]

@@ -291,9 +291,9 @@ def run_round_of(row: Row, profile: Profile, opts: WorkerOptions, say: Callable[
     verdict = sealed.sealed_verdict()
     then = policy.after_round(verdict.outcome, verdict.tier, _parity_passed(verdict))
     rid = Path(rnd.receipt_path).stem
-    node = (sealed.host.get("slurm") or {}).get("node") or sealed.host.get("hostname")
+    node = sealed.host.node
     say(f"#{row.id}: {then.state.value}: {then.reason} (receipt {rid[:12]})")
-    if not opts.keep_images and sealed.runtime.get("kind", "docker") == "docker":
+    if not opts.keep_images and sealed.runtime.runs_in_docker:
         for line in remove_images(sealed):
             say(f"#{row.id}: {line}")
     return Finished(then.state, then.reason, int(rnd.exit_code),

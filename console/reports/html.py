@@ -116,8 +116,8 @@ def _header(r: Receipt, v: VerdictRecord) -> str:
     outcome = v.outcome.value
     headline = HEADLINES[outcome].format(tier=tier_text(v))
     h = r.host
-    cpu = h.get("cpu_model") and f"{h['cpu_model']} ×{h.get('cores', '?')}"
-    node = " · ".join(str(x) for x in (r.profile.node, cpu, r.runtime.get("kind")) if x)
+    cpu = h.cpu_model and f"{h.cpu_model} ×{'?' if h.cores is None else h.cores}"
+    node = " · ".join(str(x) for x in (r.profile.node, cpu, r.runtime.kind) if x)
     noise = v.noise
     exit_code = v.exit_code if "exit_code" in v.keys else "?"
     rows = [("verdict", f'<span class="badge {esc(outcome)}">{esc(headline)}</span> '
@@ -441,7 +441,7 @@ def _parity_plot(r: Receipt) -> str:
         ax.set(xlabel="context depth (tokens)", ylabel=what)
         ax.legend(loc="best")
     ref = r.parity.reference
-    kl_ax.set_title("KL per depth" + (" (reference = main's own build)" if ref.get("same_as_main") else ""), loc="left")
+    kl_ax.set_title("KL per depth" + (" (reference = main's own build)" if ref.same_as_main else ""), loc="left")
     top_ax.set_title("top-1 per depth", loc="left")
     if errors:
         fig.suptitle(plain("; ".join(errors)), color="#a00", fontsize=9)

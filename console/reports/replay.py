@@ -296,7 +296,7 @@ def _opening(r: Receipt, rederived: bool, t: float) -> Iterator[ev.Event]:
     sides = [side for b in BUILDS if (side := r.parity.side(b)) is not None]
     depths = sorted({d.depth for side in sides for d in side.depths})
     yield ev.RoundStarted(round_id=r.round_id, profile=r.profile.name, profile_sha256=r.profile.sha256,
-                          runtime=str(r.runtime.get("kind", "")), host=plain(r.host),
+                          runtime=str(r.runtime.kind or ""), host=r.host,
                           plan={"depths": depths, "parity": plain(r.profile.parity)}, at=t)
     yield ev.Notice(level="info", code="replay-receipt",
                     message="replay of a sealed receipt: build logs, telemetry samples and "

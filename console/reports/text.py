@@ -61,10 +61,9 @@ class LineReporter:
 
     def _round_started(self, e: ev.RoundStarted) -> str:
         self.progress.start(e.plan)
-        h = e.host
-        gpus = ", ".join(g.get("name", "?") for g in h.get("gpus", [])) or "none"
+        gpus = ", ".join(e.host.gpu_names()) or "none"
         return (f"round {e.round_id}: profile {e.profile} ({e.profile_sha256[:12]}), runtime {e.runtime}, "
-                f"{h.get('cpu_model', '?')} x{h.get('cores', '?')}, GPUs: {gpus}, "
+                f"{e.host.cpu_line()}, GPUs: {gpus}, "
                 + (f"timed pairs until decided, at most {e.plan.get('reps')}" if e.plan.get("sequential")
                    else f"{e.plan.get('reps')} timed pairs"))
 

@@ -74,7 +74,7 @@ def select_sources(paths: Sequence[Path], node: str | None = None, since: str | 
         for s in (_from_dir(p) if p.is_dir() else [_from_file(p)]):
             if s.receipt_id and s.receipt_id in seen:
                 continue
-            if node and node not in (s.receipt.host.get("hostname"), s.receipt.profile.node):
+            if node and node not in (s.receipt.host.hostname, s.receipt.profile.node):
                 continue
             if after and _sealed_time(s) < after:
                 continue

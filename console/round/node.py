@@ -6,9 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from .. import events as ev
+from ..core.provenance import fingerprint
 from ..core.provenance.backend import Backend, BackendCheck, BackendError, backend_of, compare
+from ..core.records.host import HostFacts
 from ..core.decisions.health import notice_level
 from ..errors import InfraError, UsageError
+from ..telemetry.facts import gpu_facts, host_facts
+
+
+def node_facts(rt, tele=None) -> HostFacts:
+    """This node as a receipt records it: the host's and the runtime's facts (``rt`` None: a
+    capture that runs no build), the GPUs telemetry watches, and the fingerprint they make (the
+    lock's key for this machine)."""
+    facts = {**host_facts(rt), **(gpu_facts(tele) if tele is not None else {})}
+    facts["fingerprint"] = fingerprint.of_host(HostFacts.from_dict(facts)).to_dict()
+    return HostFacts.from_dict(facts)
 
 
 def refuse_unfit(preflight: dict[str, Any], notice: ev.Notify) -> None:
@@ -22,12 +34,12 @@ def refuse_unfit(preflight: dict[str, Any], notice: ev.Notify) -> None:
                          "Fix the node (or relax the profile) and retry; nothing was recorded as a regression.")
 
 
-def use_gpus(want: str, rt, host: dict, notice: ev.Notify, run=None) -> bool:
+def use_gpus(want: str, rt, host: HostFacts, notice: ev.Notify, run=None) -> bool:
     """Whether the engine gets the GPUs, as the profile's ``run.gpus`` allows (``run``: the
     profile's RunSpec, whose ``cdi_devices`` say how Docker is asked for them)."""
     if want == "none":
         return False
-    have = bool(host.get("gpus"))
+    have = bool(host.gpus)
     runtime_ok = rt.has_gpu_runtime(run)
     if have and runtime_ok:
         return True
@@ -45,7 +57,7 @@ def use_gpus(want: str, rt, host: dict, notice: ev.Notify, run=None) -> bool:
     return False
 
 
-def backend(p, runtime: str, host: dict, preflight: dict | None, gpus: bool,
+def backend(p, runtime: str, host: HostFacts, preflight: dict | None, gpus: bool,
             command: tuple[str, ...] | list[str] | None = None) -> Backend:
     """Where the profile's builds compute their logits on this node: its facts, whether the runs
     get the GPUs, the compiler pinned for ``runtime``, and the build and logits commands

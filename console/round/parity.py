@@ -16,6 +16,7 @@ from ..core.decisions import parity_grade
 from ..core.records import parity, topk
 from ..core.provenance.backend import BackendCheck
 from ..core.records.adjudication import Adjudication
+from ..core.records.host import ReferenceFacts
 from ..core.records.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
 from .plan import sha256_file
@@ -178,4 +179,4 @@ def new_record(b: Bench, meta: dict | None = None, backend: BackendCheck | None 
     if meta:
         ref["captured"] = {k: v for k, v in meta.items() if k != "same_as_main"}
         ref["same_as_main"] = bool(meta.get("same_as_main"))
-    return ParityRecord(reference=ref)
+    return ParityRecord(reference=ReferenceFacts.from_dict(ref))

@@ -37,8 +37,7 @@ from ..runtime.base import INPUTS_ROOT, OUT_ROOT
 from .inputs import check_model
 from ..runtime import make_runtime
 from ..telemetry import open_telemetry
-from ..telemetry.facts import gpu_facts, host_facts
-from .node import backend, use_gpus
+from .node import backend, node_facts, use_gpus
 from .schedule import DOC_NAME, document_problem, fill, logits_argv
 
 
@@ -63,7 +62,7 @@ def capture(profile: Profile, log: Callable[[str], None], write_profile: bool = 
         arr = protocol.read_logits(out / p.output, depths=len(p.depths), rows=p.rows, vocab=p.vocab,
                                    max_bytes=1 << 31)
     # an independent program, not a build of the engine: no compiler or build to match
-    here = backend_of(host=host_facts(None), preflight=None, gpus=False, runtime="local",
+    here = backend_of(host=node_facts(None), preflight=None, gpus=False, runtime="local",
                       threads=profile.run.threads, offload=profile.run.gpus, compiler=None, build=None)
     return _store(profile, arr, log, write_profile, {"runtime": "local", "command": argv,
                                                       "engine": profile.reference.engine,
@@ -163,11 +162,10 @@ def _reference_bytes(profile: Profile, arr: np.ndarray) -> tuple[bytes, topk.Top
 def _node(profile: Profile, rt, log: Callable[[str], None]) -> tuple[Backend, bool]:
     """Where the reference build computes on this node (core.backend), and whether its logits run
     gets the GPUs, decided as a round decides it."""
-    host = host_facts(rt)
     tele = open_telemetry("host" if profile.run.gpus == "none" else "auto")
     try:
-        host.update(gpu_facts(tele))
-        facts = tele.preflight_facts(window_s=0.1) if host.get("gpus") else None
+        host = node_facts(rt, tele)
+        facts = tele.preflight_facts(window_s=0.1) if host.gpus else None
     finally:
         tele.close()
     gpus = use_gpus(profile.run.gpus, rt, host, lambda level, code, message: log(f"{level}: {message}"),

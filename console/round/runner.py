@@ -16,6 +16,7 @@ from ..core.decisions import apparatus, counting, gate, parity_grade
 from ..core.provenance import fingerprint, identity, reruns
 from ..core.provenance.backend import BackendCheck
 from ..core.provenance import lock as lockrules
+from ..core.records.host import HostFacts, RuntimeFacts
 from ..core.records.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
 from ..core.records.verdict import VerdictRecord
 from ..engine import sources
@@ -24,7 +25,6 @@ from ..clock import utc_now
 from ..runtime import make_runtime
 from ..runtime.base import BuildResult, Runtime
 from ..telemetry import open_telemetry
-from ..telemetry.facts import gpu_facts, host_facts
 from . import accuracy as accuracy_stage
 from . import after
 from . import parity as checks
@@ -32,7 +32,7 @@ from .adjudicate import settle
 from .builds import Builder
 from .lifecycle import Lifecycle
 from .inputs import check_model, check_protected, reference_meta, same_as_main, snapshot_harness
-from .node import backend, check_backend, refuse_unfit, use_gpus
+from .node import backend, check_backend, node_facts, refuse_unfit, use_gpus
 from .plan import RoundConfig, check_pins, new_round_id, plan_record
 from .schedule import DOC_NAME
 from .reps import Bench
@@ -119,10 +119,8 @@ class Round(Lifecycle):
         started_at = cfg.resume.plan.get("started_at", utc_now()) if cfg.resume else utc_now()
         self._runtime = rt = make_runtime(cfg.runtime, self.round_id, work)
         left = self._clear_leftovers(rt)
-        host = host_facts(rt)
         self._tele = tele = cfg.telemetry or open_telemetry("host" if p.run.gpus == "none" else "auto")
-        host.update(gpu_facts(tele))
-        host["fingerprint"] = fingerprint.of_host(host).to_dict()     # which machine this is: the lock's key
+        host = node_facts(rt, tele)
         self.emit(ev.RoundStarted(round_id=self.round_id, profile=p.name, profile_sha256=p.sha256, runtime=rt.kind,
                                    host=host, plan=self._plan(rt.kind, started_at)))
         if left:
@@ -144,7 +142,8 @@ class Round(Lifecycle):
         self._harness_sha256 = (harness or {}).get("tree_sha256")
         self._ref_meta = reference_meta(p)
         receipt = Receipt(round_id=self.round_id, kind=self.kind.name, started_at=started_at, profile=p.record(),
-                          runtime={"kind": rt.kind, "isolation": list(rt.isolation), "lacks": list(rt.lacks)},
+                          runtime=RuntimeFacts.from_dict({"kind": rt.kind, "isolation": list(rt.isolation),
+                                                          "lacks": list(rt.lacks)}),
                           host=host,
                           inputs=Inputs(model=model, harness=harness, fill=p.bench.fill) if (model or harness) else None,
                           bundle=cfg.bundle.record() if cfg.bundle is not None else None)
@@ -183,7 +182,8 @@ class Round(Lifecycle):
         refuse_unfit(receipt.preflight, self.notice)
         self._gpus = use_gpus(self.p.run.gpus, self._runtime, receipt.host, self.notice, self.p.run)
         if self._gpus and hasattr(self._runtime, "gpu_request"):     # how Docker was asked for them
-            receipt.runtime["gpu_request"] = self._runtime.gpu_request(self.p.run)
+            receipt.runtime = RuntimeFacts.from_dict({**receipt.runtime.to_dict(),
+                                                      "gpu_request": self._runtime.gpu_request(self.p.run)})
         # the reference must have been computed where these builds will compute (core.backend)
         here = backend(self.p, self._runtime.kind, receipt.host, receipt.preflight, self._gpus)
         self._backend = check_backend(self.p, here, self._ref_meta, self.notice)
@@ -228,7 +228,8 @@ class Round(Lifecycle):
         """The experiment's earlier rounds in this ledger, read once per round."""
         if self._look_back is None:
             # stages driven without _start (a simulation) measure the profile under the configured runtime
-            ident = self._identity or identity.of(self.p.record(), {"kind": self.cfg.runtime}, {}, None)
+            ident = self._identity or identity.of(self.p.record(), RuntimeFacts.from_dict({"kind": self.cfg.runtime}),
+                                                   HostFacts(), None)
             self._look_back = reruns.look_back(store.ledger_receipts(self.cfg.out_dir), self.p.record(), trees,
                                                ident, fresh=self.cfg.fresh, kind=self.kind.name)
         return self._look_back

@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from console.core.provenance import backend as B
 from console.core.provenance.backend import Backend, BackendError, compare
+from console.core.records.host import HostFacts
 
 CPU = Backend(kind="cpu", runtime="docker", arch="x86_64", cpu_model="AMD EPYC 7B13", cpu_flags=("avx", "avx2", "fma"),
               threads=1, offload="none", compiler="g++ (Debian 12.2.0-14+deb12u1) 12.2.0",
@@ -128,17 +129,17 @@ def test_a_backend_from_the_nodes_facts():
     pre = {"gpus": [{"name": "NVIDIA H200", "compute_capability": "9.0"}],
            "driver": {"driver_version": "550.54.15", "cuda_driver_version": "12.4"}}
     build = ["cmake -DGGML_NATIVE=OFF -DGGML_CUDA=ON", "sh build.sh", "/engine/harness", "--gpu-layers", "99"]
-    b = B.backend_of(host=host, preflight=pre, gpus=True, runtime="docker", threads=1, offload="required",
+    b = B.backend_of(host=HostFacts.from_dict(host), preflight=pre, gpus=True, runtime="docker", threads=1, offload="required",
                      compiler="g++ 12", build=build)
     assert (b.kind, b.gpu_name, b.compute_capability, b.driver_version, b.cuda_version) == \
         ("cuda", "NVIDIA H200", "9.0", "550.54.15", "12.4")
     assert b.build_sha256 == B.build_digest(build) and not b.native
-    cpu = B.backend_of(host=host, preflight=pre, gpus=False, runtime="local", threads=2, offload="optional",
+    cpu = B.backend_of(host=HostFacts.from_dict(host), preflight=pre, gpus=False, runtime="local", threads=2, offload="optional",
                        compiler="g++ 12", build=build)
     assert cpu.kind == "cpu" and cpu.gpu_name is None and cpu.driver_version is None
-    assert B.backend_of(host=host, preflight=None, gpus=False, runtime="local", threads=1, offload="none",
+    assert B.backend_of(host=HostFacts.from_dict(host), preflight=None, gpus=False, runtime="local", threads=1, offload="none",
                         compiler="g++", build=["cmake -DGGML_NATIVE=ON"]).native
-    plain = B.backend_of(host={}, preflight=None, gpus=False, runtime="local", threads=1, offload="none",
+    plain = B.backend_of(host=HostFacts(), preflight=None, gpus=False, runtime="local", threads=1, offload="none",
                          compiler="g++", build=None)
     assert plain.compiler is None and plain.build_sha256 is None and plain.cpu_model == "unknown"
 

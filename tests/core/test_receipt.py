@@ -7,6 +7,7 @@ import pytest
 from console.results import store
 from console.core.decisions import counting, gate
 from console.core.provenance import ledger
+from console.core.records.host import HostFacts
 from console.core.records.receipt import SCHEMA, FrozenReceiptError, Receipt, ReceiptError, Rep, RepKey
 from console.core.statistics.sizing import Sizing, size_repeats
 from console.core.records.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord
@@ -207,12 +208,12 @@ def test_a_receipt_being_built_is_filled_in_until_the_round_freezes_it():
     assert not r.frozen
     r.reps.append(Rep(build="main", phase="timed", index=99, position=99, value=200.0))
     r.builds["main"].image_id = "sha256:rebuilt"
-    r.host["hostname"] = "node-1"
+    r.host = HostFacts.from_dict({**r.host.to_dict(), "hostname": "node-1"})
     r.verdict = VerdictRecord.of(gate.decide(r, r.rules))
     before = r.to_dict()
     r.freeze()
     assert r.frozen and isinstance(r.reps, tuple) and r.to_dict() == before
     with pytest.raises(FrozenReceiptError):
         r.ended_at = "later"
-    with pytest.raises(TypeError):
-        r.host["hostname"] = "node-2"
+    with pytest.raises(FrozenReceiptError):
+        r.host = HostFacts.from_dict({"hostname": "node-2"})

@@ -5,6 +5,7 @@ from console.core.provenance.ledger import Receipts
 from console.core.provenance import identity
 from console.core.provenance import ledger as L
 from console.core.provenance import reruns
+from console.core.records.host import HostFacts, RuntimeFacts
 from console.core.records.receipt import ProfileRecord, Receipt
 
 from .receipts import make_receipt
@@ -31,7 +32,7 @@ def _profile(**run):
 
 
 def _ident(p, runtime="docker"):
-    return identity.of(p, {"kind": runtime}, {}, None)
+    return identity.of(p, RuntimeFacts(kind=runtime), HostFacts(), None)
 
 
 def test_the_experiment_is_the_profile_node_metric_both_trees_and_what_is_measured():
@@ -213,13 +214,13 @@ def test_rounds_sealed_before_the_identity_pool_with_their_like_not_with_rounds_
 
 def test_the_gpu_model_and_files_are_part_of_the_identity():
     p = _profile()
-    bare = identity.of(p, {"kind": "docker"}, {"gpus": []}, None)
-    h200 = identity.of(p, {"kind": "docker"}, {"gpus": [{"name": "NVIDIA H200"}]}, None)
+    bare = identity.of(p, RuntimeFacts(kind="docker"), HostFacts(), None)
+    h200 = identity.of(p, RuntimeFacts(kind="docker"), HostFacts.from_dict({"gpus": [{"name": "NVIDIA H200"}]}), None)
     assert h200.parts["gpu"] == "1 x NVIDIA H200" and bare.parts["gpu"] == ""
     assert bare.differences(h200) == ["gpu 1 x NVIDIA H200 not (none)"]
     from console.core.records.receipt import Inputs
-    m1 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "1" * 64}]))
-    m2 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/b", "sha256": "1" * 64}]))
-    m3 = identity.of(p, {"kind": "docker"}, {}, Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "2" * 64}]))
+    m1 = identity.of(p, RuntimeFacts(kind="docker"), HostFacts(), Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "1" * 64}]))
+    m2 = identity.of(p, RuntimeFacts(kind="docker"), HostFacts(), Inputs(model=[{"name": "m.gguf", "path": "/b", "sha256": "1" * 64}]))
+    m3 = identity.of(p, RuntimeFacts(kind="docker"), HostFacts(), Inputs(model=[{"name": "m.gguf", "path": "/a", "sha256": "2" * 64}]))
     assert m1.digest == m2.digest != m3.digest        # where the file lies is not what it holds
     assert [d.split()[0] for d in m1.differences(m3)] == ["model"]

@@ -172,7 +172,7 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
                                 "near-uniform reference at depth " + ", ".join(map(str, unchecked))
                                 + ": those depths cannot reveal a fault and were not graded"))
 
-    if (par.reference or {}).get("same_as_main"):
+    if par.reference.same_as_main:
         warnings.append(warning("reference-is-main",
                                 "the reference was captured from main's own source: main's KL is zero by "
                                 "construction, so the parity check says 'same as main', not 'correct', and "

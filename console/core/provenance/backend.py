@@ -35,6 +35,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from console.core.records.host import HostFacts
+
 KINDS = ("cpu", "cuda")
 RUNTIMES = ("docker", "local")
 # Build options that compile for the building node's own instruction set.
@@ -101,9 +103,9 @@ def _text(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def backend_of(*, host: Mapping[str, Any], preflight: Mapping[str, Any] | None, gpus: bool, runtime: str,
+def backend_of(*, host: HostFacts, preflight: Mapping[str, Any] | None, gpus: bool, runtime: str,
                threads: int, offload: str, compiler: str | None, build: Sequence[str] | None) -> Backend:
-    """A backend from a node's facts (``host``: console.round.node.host_facts; ``preflight``: the
+    """A backend from a node's facts (``host``: console.round.node.node_facts; ``preflight``: the
     telemetry's facts), whether the runs get the GPUs, and what builds the engine (``build`` None:
     the logits come from a program that is not a build of the engine)."""
     gpu: Mapping[str, Any] = {}
@@ -112,8 +114,8 @@ def backend_of(*, host: Mapping[str, Any], preflight: Mapping[str, Any] | None, 
         gpu = (preflight.get("gpus") or [{}])[0] or {}
         driver = preflight.get("driver") or {}
     return Backend(
-        kind="cuda" if gpus else "cpu", runtime=runtime, arch=str(host.get("arch") or "unknown"),
-        cpu_model=str(host.get("cpu_model") or "unknown"), cpu_flags=tuple(host.get("cpu_flags") or ()),
+        kind="cuda" if gpus else "cpu", runtime=runtime, arch=str(host.arch or "unknown"),
+        cpu_model=str(host.cpu_model or "unknown"), cpu_flags=tuple(host.cpu_flags or ()),
         threads=int(threads), offload=offload, compiler=compiler if build is not None else None,
         build_sha256=build_digest(build) if build is not None else None,
         native=is_native(build or ()),

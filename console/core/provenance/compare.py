@@ -47,9 +47,8 @@ class Identity:
 
     @classmethod
     def of(cls, r: Receipt) -> "Identity":
-        h = r.host or {}
-        gpus = "+".join(str(g.get("name", "?")) for g in h.get("gpus") or []) or "no GPU"
-        node = f"{h.get('hostname', '?')} ({h.get('cpu_model', '?')} x{h.get('cores', '?')}, {gpus})"
+        h = r.host
+        node = f"{h.hostname or '?'} ({h.cpu_line()}, {'+'.join(h.gpu_names()) or 'no GPU'})"
         model = ",".join(str(m.get("sha256", "?")) for m in (r.inputs.model if r.inputs else []))
         return cls(node=node, profile_sha256=r.profile.sha256, model_sha256=model)
 

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from console.core.records.host import Gpu, HostFacts
 from console.core.records.receipt import Receipt
 
 FACTS = ("cpu_model", "cores", "gpu_model", "gpus", "driver_major")
@@ -43,14 +44,14 @@ def driver_major(version: Any) -> str:
     return _text(version).split(".", 1)[0] if _text(version) else ""
 
 
-def node_facts(host: Mapping[str, Any], driver: Any = None) -> dict[str, Any]:
-    """The facts a fingerprint is made of, from a receipt's ``host`` (``gpus`` as telemetry lists
-    them) and the GPU driver's version (``host.gpu_driver`` unless given)."""
-    gpus = [g for g in host.get("gpus") or [] if isinstance(g, Mapping)]
-    names = sorted({_text(g.get("name")) for g in gpus} - {""})
-    return {"cpu_model": _text(host.get("cpu_model")), "cores": _count(host.get("cores")),
+def node_facts(host: HostFacts, driver: Any = None) -> dict[str, Any]:
+    """The facts a fingerprint is made of, from a receipt's ``host`` and the GPU driver's version
+    (``host.gpu_driver`` unless given)."""
+    gpus = [g for g in host.gpus if isinstance(g, Gpu)]
+    names = sorted({_text(g.name) for g in gpus} - {""})
+    return {"cpu_model": _text(host.cpu_model), "cores": _count(host.cores),
             "gpu_model": " + ".join(names), "gpus": len(gpus),
-            "driver_major": driver_major(driver if driver is not None else host.get("gpu_driver"))}
+            "driver_major": driver_major(driver if driver is not None else host.gpu_driver)}
 
 
 def of_facts(facts: Mapping[str, Any]) -> Fingerprint:
@@ -60,16 +61,15 @@ def of_facts(facts: Mapping[str, Any]) -> Fingerprint:
     return Fingerprint(hashlib.sha256(text.encode()).hexdigest()[:DIGEST_CHARS], kept)
 
 
-def of_host(host: Mapping[str, Any], driver: Any = None) -> Fingerprint:
+def of_host(host: HostFacts, driver: Any = None) -> Fingerprint:
     return of_facts(node_facts(host, driver))
 
 
 def of_receipt(receipt: Receipt) -> Fingerprint:
     """A receipt's node, re-derived from its host facts; a receipt sealed before the host recorded
     the driver gives it from its preflight. Receipts without host facts share one 'unknown' node."""
-    host = receipt.host if isinstance(receipt.host, Mapping) else {}
-    driver = host.get("gpu_driver")
-    if driver is None and host.get("gpus"):
+    host, driver = receipt.host, receipt.host.gpu_driver
+    if driver is None and host.gpus:
         pre = receipt.preflight if isinstance(receipt.preflight, Mapping) else {}
         driver = (pre.get("driver") or {}).get("driver_version") if isinstance(pre.get("driver"), Mapping) else None
     return of_host(host, driver)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from console.core.provenance.fingerprint import DIGEST_CHARS, node_facts
+from console.core.records.host import HostFacts, RuntimeFacts
 from console.core.records.recorded import plain
 from console.core.records.receipt import Inputs, ProfileRecord, Receipt
 
@@ -112,11 +113,10 @@ def measured_sections(profile: ProfileRecord) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k not in UNMEASURED and not k.startswith(UNMEASURED_UNDER)}
 
 
-def of(profile: ProfileRecord, runtime: Mapping[str, Any], host: Mapping[str, Any],
-       inputs: Inputs | None) -> Identity:
+def of(profile: ProfileRecord, runtime: RuntimeFacts, host: HostFacts, inputs: Inputs | None) -> Identity:
     """The identity of a round of ``profile`` under ``runtime`` on ``host`` reading ``inputs``
     (a receipt's parts of those names)."""
-    kind = str(runtime.get("kind") or "docker")
+    kind = str(runtime.kind or "docker")
     if not profile.run:
         return Identity({"runtime": kind, "profile_sha256": profile.sha256}, recorded=False)
     model = sorted((str(m.get("name") or ""), str(m.get("sha256") or "")) for m in (inputs.model if inputs else []))

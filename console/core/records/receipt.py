@@ -4,8 +4,9 @@ These are the one definition of the receipt schema (docs/RECEIPT.md; a test keep
 two in agreement). Each type has one ``to_dict`` for the documented JSON and one
 ``from_dict`` that also reads older receipts: every field added after schema 1 first
 shipped has a default, so a receipt sealed before it still reads (and re-derives the
-same verdict). Facts the gate never reads (host, runtime, telemetry, preflight) stay
-plain JSON: they are recorded, not decided on.
+same verdict). The node, the runtime and the reference a round ran with are typed
+(``records.host``); the preflight and each rep's telemetry and engine output stay plain JSON,
+as they were recorded.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from console.core.records.adjudication import Adjudication
 from console.core.records.kinds import sealed_kinds
 from console.core.records.figures import finite
+from console.core.records.host import HostFacts, ReferenceFacts, RuntimeFacts
 from console.core.records.matrix import MatrixSpec
 from console.core.records.untrusted import safe_name
 from console.core.records.parity import DepthFigures
@@ -340,7 +342,7 @@ class TimedPath(_Freezable):
 
 @dataclass
 class ParityRecord(_Freezable):
-    reference: dict[str, Any] = field(default_factory=dict)   # sha256, document_sha256, depths, rows, vocab
+    reference: ReferenceFacts = field(default_factory=ReferenceFacts)
     main: ParitySide | None = None
     candidate: ParitySide | None = None
     scored_path: dict[str, PathFigures | None] = field(default_factory=dict)
@@ -348,12 +350,16 @@ class ParityRecord(_Freezable):
     adjudication: Adjudication | None = None   # borderline depths only (console.core.records.adjudication)
     server: ServedCheck | None = None   # serving profiles: each server's answers (console.core.decisions.serving)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.reference, ReferenceFacts):    # as a round names it: read here, once
+            self.reference = ReferenceFacts.from_dict(self.reference)
+
     def side(self, build: str) -> ParitySide | None:
         return self.main if build == "main" else self.candidate
 
     @property
     def declared_depths(self) -> list[int]:
-        ref = [int(d) for d in self.reference.get("depths") or []]
+        ref = [int(d) for d in self.reference.depths or ()]
         return ref or sorted(f.depth for f in (self.candidate.depths if self.candidate else []))
 
     def to_dict(self) -> dict[str, Any]:
@@ -374,7 +380,7 @@ class ParityRecord(_Freezable):
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "ParityRecord":
         d = d or {}
-        return cls(reference=dict(d.get("reference") or {}), main=ParitySide.from_dict(d.get("main")),
+        return cls(reference=ReferenceFacts.from_dict(d.get("reference") or {}), main=ParitySide.from_dict(d.get("main")),
                    candidate=ParitySide.from_dict(d.get("candidate")),
                    scored_path={b: PathFigures.from_dict(f) for b, f in (d.get("scored_path") or {}).items()},
                    timed_path=TimedPath.from_dict(d.get("timed_path")),
@@ -618,8 +624,8 @@ class Receipt(_Freezable):
     status: str = "complete"            # "complete" | "infra"
     diagnosis: str | None = None        # why an infra round was a node fault
     profile: ProfileRecord = field(default_factory=ProfileRecord)
-    runtime: dict[str, Any] = field(default_factory=dict)
-    host: dict[str, Any] = field(default_factory=dict)
+    runtime: RuntimeFacts = field(default_factory=RuntimeFacts)
+    host: HostFacts = field(default_factory=HostFacts)
     preflight: dict[str, Any] = field(default_factory=dict)
     apparatus: Apparatus | None = None
     inputs: Inputs | None = None
@@ -635,6 +641,13 @@ class Receipt(_Freezable):
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
     sizing: Sizing | None = None            # bench.min_seconds: how the timed runs were sized (core.sizing)
     seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.provenance.ledger)
+
+    def __post_init__(self) -> None:
+        # the node's and the runtime's facts as a round or a test gathers them: read here, once
+        if not isinstance(self.host, HostFacts):
+            self.host = HostFacts.from_dict(self.host)
+        if not isinstance(self.runtime, RuntimeFacts):
+            self.runtime = RuntimeFacts.from_dict(self.runtime)
 
     @property
     def rules_version(self) -> int:
@@ -689,8 +702,8 @@ class Receipt(_Freezable):
                     started_at=str(d.get("started_at") or ""), ended_at=d.get("ended_at"),
                     status=str(d.get("status") or "complete"), diagnosis=d.get("diagnosis"),
                     profile=_read("profile", ProfileRecord.from_dict, d.get("profile")),
-                    runtime=dict(d.get("runtime") or {}),
-                    host=dict(d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
+                    runtime=_read("runtime", RuntimeFacts.from_dict, d.get("runtime") or {}),
+                    host=_read("host", HostFacts.from_dict, d.get("host") or {}), preflight=dict(d.get("preflight") or {}),
                     apparatus=Apparatus.from_dict(d.get("apparatus")), inputs=Inputs.from_dict(d.get("inputs")),
                     bundle=d.get("bundle"),
                     builds={b: _read(f"builds.{b}", Build.from_dict, x) for b, x in (d.get("builds") or {}).items()},

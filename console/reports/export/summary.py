@@ -80,7 +80,7 @@ def _parity_lines(par: ParityRecord, verdict: VerdictRecord) -> list[str]:
         row = verdict.parity.row(d.depth)
         lines.append(f"| {d.depth} | {row.status if row else '-'} | {sci(m and m.kl)} | {kl} | {spread} | {top1} "
                      f"| {sci(s and s.rms_dp)} |")
-    return lines + ["", f"KL(reference ‖ build) in nats over {par.reference.get('rows', '?')} rows per depth "
+    return lines + ["", f"KL(reference ‖ build) in nats over {'?' if par.reference.rows is None else par.reference.rows} rows per depth "
                         "(quantiles and max of the rows); top-1 ± its binomial SE; RMS Δp: the root mean square "
                         "change in the probability of the document's next token. The gate judges mean KL and "
                         "top-1 only."]

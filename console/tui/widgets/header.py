@@ -6,6 +6,8 @@ from typing import Any, Callable
 from rich.text import Text
 from textual.widgets import Static
 
+from ...core.records.host import HostFacts
+
 # Telemetry keys worth a glance, in display order: (candidate keys, label, unit).
 _GLANCE: list[tuple[tuple[str, ...], str, str]] = [
     (("sm_clock_mhz", "clock_sm_mhz", "sm_mhz", "graphics_clock_mhz"), "sm", " MHz"),
@@ -22,16 +24,6 @@ def _fmt_elapsed(seconds: float) -> str:
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-
-def gpu_names(host: dict[str, Any]) -> list[str]:
-    names = []
-    for gpu in host.get("gpus") or []:
-        if isinstance(gpu, dict):
-            names.append(str(gpu.get("name") or gpu.get("model") or "GPU"))
-        else:
-            names.append(str(gpu))
-    return names
 
 
 def telemetry_glance(values: dict[str, Any]) -> list[str]:
@@ -61,7 +53,7 @@ class RoundHeader(Static):
         self.profile = ""
         self.profile_sha = ""
         self.runtime = ""
-        self.host: dict[str, Any] = {}
+        self.host = HostFacts()
         self.phase = ""
         self.status = "idle"
         self.progress = ""          # "rep k/N, ≤ T left", set by the screen as reps finish
@@ -79,9 +71,9 @@ class RoundHeader(Static):
             self.redraw()
 
     def round_started(self, round_id: str, profile: str, sha: str, runtime: str,
-                      host: dict[str, Any]) -> None:
+                      host: HostFacts) -> None:
         self.round_id, self.profile, self.profile_sha = round_id, profile, sha
-        self.runtime, self.host = runtime, host or {}
+        self.runtime, self.host = runtime, host
         self.status = "running"
         self.progress = ""
         self._started, self._ended = self._clock(), None
@@ -138,11 +130,9 @@ class RoundHeader(Static):
             t.append(f"  {self.progress}", style="bold")
         t.append("\n")
         host = self.host
-        cpu = host.get("cpu_model") or host.get("cpu") or ""
-        if cpu:
-            cores = host.get("cores")
-            t.append(f"CPU {cpu}" + (f" ×{cores}" if cores else ""))
-        gpus = gpu_names(host)
+        if host.cpu_model:
+            t.append(f"CPU {host.cpu_model}" + (f" ×{host.cores}" if host.cores else ""))
+        gpus = host.gpu_names()
         if gpus:
             first = gpus[0] + (f" ×{len(gpus)}" if len(gpus) > 1 else "")
             t.append(f"  GPU {first}")
