@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-from .core.records.host import HostFacts
+from .core.records.facts import HostFacts, SourceRecord
 from .core.records.parity import KLStats
 from .core.records.receipt import Rep
 from .core.records.verdict import VerdictRecord
@@ -94,7 +94,14 @@ class Notice(Event):
 class BuildStarted(Event):
     kind: ClassVar[str] = "build_started"
     build: str              # "main" | "candidate" (| "reference")
-    source: dict[str, Any]
+    source: SourceRecord    # where its tree came from, as the receipt records it
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, SourceRecord):     # a journal's line: read here, once
+            self.source = SourceRecord.from_dict(self.source or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"build": self.build, "source": self.source.to_dict(), "at": self.at, "kind": self.kind}
 
 
 @dataclass

@@ -11,7 +11,7 @@ from docker.types import ContainerConfig
 
 from console.errors import InfraError
 from console.profile.spec import RunSpec
-from console.core.records.host import HostFacts
+from console.core.records.facts import HostFacts
 from console.round.node import use_gpus
 from console.runtime.docker import DockerRuntime
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.records import parity as P
 from ..core.records import receipt as R
 from ..core.records import adjudication as A
-from ..core.records import host as H
+from ..core.records import facts as H
 from ..core.records import recorded
 from ..core.records.recorded import Part
 from ..core.records import verdict as V
@@ -26,8 +26,8 @@ TYPES = [
     ("receipt", R.Receipt), ("receipt.profile", R.ProfileRecord), ("receipt.runtime", H.RuntimeFacts),
     ("receipt.host", H.HostFacts), ("receipt.host.gpus[]", H.Gpu), ("receipt.host.slurm", H.SlurmJob),
     ("receipt.apparatus", R.Apparatus),
-    ("receipt.inputs", R.Inputs),
-    ("receipt.builds.<build>", R.Build), ("receipt.lock", R.Pins), ("receipt.parity", R.ParityRecord),
+    ("receipt.inputs", R.Inputs), ("receipt.builds.<build>", R.Build),
+    ("receipt.builds.<build>.source", H.SourceRecord), ("receipt.lock", R.Pins), ("receipt.parity", R.ParityRecord),
     ("receipt.parity.reference", H.ReferenceFacts),
     ("receipt.parity.<build>", R.ParitySide), ("receipt.parity.<build>.depths[]", P.DepthFigures),
     ("receipt.parity.<build>.depths[].stats", P.KLStats), ("receipt.parity.scored_path.<build>", R.PathFigures),

@@ -309,7 +309,7 @@ def _build_events(builds: dict[str, Build], t: float) -> Generator[ev.Event, Non
     """Each build, stamped along its recorded build time; returns the time after the last."""
     yield ev.PhaseStarted(phase="build", at=t)
     for name, b in builds.items():
-        yield ev.BuildStarted(build=name, source=plain(b.source), at=t)
+        yield ev.BuildStarted(build=name, source=b.source, at=t)
         t += b.build_s or 0.0
         yield ev.BuildDone(build=name, image_id=str(b.image_id), base_image_id=str(b.base_image_id),
                            compiler=str(b.compiler), seconds=b.build_s or 0.0, at=t,

@@ -6,8 +6,8 @@ the HTML page is one of them, so neither may be where the other's words come fro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
 
+from ..core.records.facts import SourceRecord
 from ..core.records.verdict import VerdictRecord
 
 # One headline per outcome the gate can produce (a test checks there is one for each).
@@ -31,17 +31,16 @@ def rate_text(x: float) -> str:
     return f"{round(x * 100, 10):.2g}%"
 
 
-def source_text(src: Mapping[str, Any]) -> str:
-    """A build's source spec in a few words (recorded as the profile and the command line gave it: an
-    untyped mapping whose keys depend on its kind, so its optional keys are read with defaults)."""
-    if "patch" in src:
-        return f"patch {Path(src['patch']).name} over {source_text(src.get('over', {}))}"
-    if "git" in src:
-        return f"{src['git']}@{src.get('commit', src.get('ref', ''))[:12]}"
-    if "pypi" in src:
-        return f"sdist {src['pypi']}" + (f" ({src['subtree']})" if src.get("subtree") else "") \
-            + (f", sha256 {src['sdist_sha256'][:12]}" if src.get("sdist_sha256") else "")
-    return src.get("path", "?")
+def source_text(src: SourceRecord) -> str:
+    """A build's source in a few words: a patch over its base, a commit, an sdist or a directory."""
+    if src.patch is not None:
+        return f"patch {Path(src.patch).name} over {source_text(src.over or SourceRecord())}"
+    if src.git is not None:
+        return f"{src.git}@{(src.commit or src.ref or '')[:12]}"
+    if src.pypi is not None:
+        return f"sdist {src.pypi}" + (f" ({src.subtree})" if src.subtree else "") \
+            + (f", sha256 {src.sdist_sha256[:12]}" if src.sdist_sha256 else "")
+    return "?" if src.path is None else src.path
 
 
 def gain_phrase(verdict: VerdictRecord) -> str:

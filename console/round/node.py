@@ -8,7 +8,7 @@ from typing import Any
 from .. import events as ev
 from ..core.provenance import fingerprint
 from ..core.provenance.backend import Backend, BackendCheck, BackendError, backend_of, compare
-from ..core.records.host import HostFacts
+from ..core.records.facts import HostFacts
 from ..core.decisions.health import notice_level
 from ..errors import InfraError, UsageError
 from ..telemetry.facts import gpu_facts, host_facts

@@ -16,7 +16,7 @@ from ..core.decisions import parity_grade
 from ..core.records import parity, topk
 from ..core.provenance.backend import BackendCheck
 from ..core.records.adjudication import Adjudication
-from ..core.records.host import ReferenceFacts
+from ..core.records.facts import ReferenceFacts
 from ..core.records.receipt import ParityRecord, ParitySide, PathFigures, Rep, TimedPath, TimedPathRep
 from ..errors import UsageError
 from .plan import sha256_file

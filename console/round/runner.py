@@ -16,7 +16,7 @@ from ..core.decisions import apparatus, counting, gate, parity_grade
 from ..core.provenance import fingerprint, identity, reruns
 from ..core.provenance.backend import BackendCheck
 from ..core.provenance import lock as lockrules
-from ..core.records.host import HostFacts, RuntimeFacts
+from ..core.records.facts import HostFacts, RuntimeFacts
 from ..core.records.receipt import AccuracySide, Apparatus, Build, Inputs, Pins, Receipt
 from ..core.records.verdict import VerdictRecord
 from ..engine import sources

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from console.core.provenance import backend as B
 from console.core.provenance.backend import Backend, BackendError, compare
-from console.core.records.host import HostFacts
+from console.core.records.facts import HostFacts
 
 CPU = Backend(kind="cpu", runtime="docker", arch="x86_64", cpu_model="AMD EPYC 7B13", cpu_flags=("avx", "avx2", "fma"),
               threads=1, offload="none", compiler="g++ (Debian 12.2.0-14+deb12u1) 12.2.0",

@@ -6,7 +6,7 @@ import dataclasses
 from hypothesis import given, strategies as st
 
 from console.core.provenance import fingerprint as F
-from console.core.records.host import HostFacts
+from console.core.records.facts import HostFacts
 from console.core.records.receipt import Receipt
 from core.receipts import make_receipt
 

@@ -7,7 +7,7 @@ import pytest
 from console.results import store
 from console.core.decisions import counting, gate
 from console.core.provenance import ledger
-from console.core.records.host import HostFacts
+from console.core.records.facts import HostFacts
 from console.core.records.receipt import SCHEMA, FrozenReceiptError, Receipt, ReceiptError, Rep, RepKey
 from console.core.statistics.sizing import Sizing, size_repeats
 from console.core.records.verdict import OUTCOMES, NoiseReport, Verdict, VerdictRecord

@@ -5,7 +5,7 @@ from console.core.provenance.ledger import Receipts
 from console.core.provenance import identity
 from console.core.provenance import ledger as L
 from console.core.provenance import reruns
-from console.core.records.host import HostFacts, RuntimeFacts
+from console.core.records.facts import HostFacts, RuntimeFacts
 from console.core.records.receipt import ProfileRecord, Receipt
 
 from .receipts import make_receipt

@@ -35,7 +35,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
-from console.core.records.host import HostFacts
+from console.core.records.facts import HostFacts
 
 KINDS = ("cpu", "cuda")
 RUNTIMES = ("docker", "local")

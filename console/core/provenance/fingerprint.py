@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from console.core.records.host import Gpu, HostFacts
+from console.core.records.facts import Gpu, HostFacts
 from console.core.records.receipt import Receipt
 
 FACTS = ("cpu_model", "cores", "gpu_model", "gpus", "driver_major")

@@ -25,6 +25,7 @@ from console.core.provenance import fingerprint, identity
 from console.core.decisions import counting
 from console.core.provenance.compare import Source
 from console.core.records import kinds
+from console.core.records.facts import SourceRecord
 from console.core.records.receipt import Receipt
 
 
@@ -124,19 +125,6 @@ class History:
         return "; ".join(f"{n} {why}" for why, n in sorted(self.left_out.items()))
 
 
-def source_identity(build_source: Mapping[str, Any], tree: str | None) -> str:
-    """What a person names main's source by: REPO@commit, pypi:NAME==VERSION, or a directory and
-    its tree digest (a directory's content is only known by its digest)."""
-    s = build_source or {}
-    if s.get("git"):
-        return f"{s['git']}@{s.get('commit') or s.get('ref')}"
-    if s.get("pypi"):
-        return f"pypi:{s['pypi']}"
-    if s.get("patch"):
-        return f"{s['patch']} over {source_identity(s.get('over') or {}, None)}"
-    return f"{s.get('path', '?')} (tree {str(tree or s.get('tree_sha256') or '?')[:12]})"
-
-
 def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point, identity.Identity] | str:
     """A round's point in main's series, or why it has none."""
     r: Receipt = src.receipt
@@ -157,9 +145,9 @@ def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point, identity
     value = math.exp(sum(math.log(v) for v in values) / len(values))
     return key, fp.facts, Point(sealed_at=src.sealed_at, round_id=r.round_id, receipt=src.receipt_id or "",
                                 value=value, reps=len(values),
-                                source=source_identity(main.source if main else {}, main.tree_sha256 if main else None),
+                                source=(main.source if main else SourceRecord()).identity(main.tree_sha256 if main else None),
                                 tree=str(main.tree_sha256 or "") if main else "", pin=float(r.lock.frontier or 0.0),
-                                ordered=bool(main and (main.source.get("git") or main.source.get("pypi")))), ident
+                                ordered=bool(main and main.source.ordered)), ident
 
 
 def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = None) -> History:

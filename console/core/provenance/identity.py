@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from console.core.provenance.fingerprint import DIGEST_CHARS, node_facts
-from console.core.records.host import HostFacts, RuntimeFacts
+from console.core.records.facts import HostFacts, RuntimeFacts
 from console.core.records.recorded import plain
 from console.core.records.receipt import Inputs, ProfileRecord, Receipt
 

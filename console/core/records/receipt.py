@@ -5,7 +5,7 @@ two in agreement). Each type has one ``to_dict`` for the documented JSON and one
 ``from_dict`` that also reads older receipts: every field added after schema 1 first
 shipped has a default, so a receipt sealed before it still reads (and re-derives the
 same verdict). The node, the runtime and the reference a round ran with are typed
-(``records.host``); the preflight and each rep's telemetry and engine output stay plain JSON,
+(``records.facts``); the preflight and each rep's telemetry and engine output stay plain JSON,
 as they were recorded.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from console.core.records.adjudication import Adjudication
 from console.core.records.kinds import sealed_kinds
 from console.core.records.figures import finite
-from console.core.records.host import HostFacts, ReferenceFacts, RuntimeFacts
+from console.core.records.facts import HostFacts, ReferenceFacts, RuntimeFacts, SourceRecord
 from console.core.records.matrix import MatrixSpec
 from console.core.records.untrusted import safe_name
 from console.core.records.parity import DepthFigures
@@ -205,7 +205,7 @@ class Rep(_Freezable):
 @dataclass
 class Build(_Freezable):
     """Where one build came from and what it became."""
-    source: dict[str, Any]              # {"path": …} | {"git": …, "commit": …} | {"patch": …}, with tree_sha256
+    source: SourceRecord                # a directory, a commit, an sdist or a patch over one, with its tree's digest
     tree_sha256: str | None = None
     image_id: str | None = None         # None: refused before building
     base_image_id: str | None = None
@@ -219,6 +219,10 @@ class Build(_Freezable):
     reproduced: dict[str, Any] | None = None    # a rebuild of a key built before: {of, round, same, changed, ...}
     compiler_cache: dict[str, Any] | None = None    # {tool, hits, misses, store_bytes}: objects reused by ccache
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, SourceRecord):     # as a snapshot records it: read here, once
+            self.source = SourceRecord.from_dict(self.source or {})
+
     def to_dict(self) -> dict[str, Any]:
         d = plain(self)
         for k in ("tools", "engine_sha256", "engine_files", "key", "reused_from", "reproduced", "compiler_cache"):
@@ -228,7 +232,7 @@ class Build(_Freezable):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Build":
-        return cls(source=dict(d.get("source") or {}), tree_sha256=d.get("tree_sha256"),
+        return cls(source=SourceRecord.from_dict(d.get("source") or {}), tree_sha256=d.get("tree_sha256"),
                    image_id=d.get("image_id"), base_image_id=d.get("base_image_id"),
                    compiler=d.get("compiler"), build_s=_opt_float(d.get("build_s")),
                    tools=d.get("tools"), engine_sha256=d.get("engine_sha256"),

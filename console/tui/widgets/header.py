@@ -6,7 +6,7 @@ from typing import Any, Callable
 from rich.text import Text
 from textual.widgets import Static
 
-from ...core.records.host import HostFacts
+from ...core.records.facts import HostFacts
 
 # Telemetry keys worth a glance, in display order: (candidate keys, label, unit).
 _GLANCE: list[tuple[tuple[str, ...], str, str]] = [

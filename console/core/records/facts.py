@@ -1,10 +1,12 @@
-"""What a receipt records of where it ran, typed: the node's facts (``console.telemetry.facts``),
-the runtime the builds ran under, and the parity reference the round graded against.
+"""What a receipt records of where it ran and from what, typed: the node's facts
+(``console.telemetry.facts``), the runtime the builds ran under, the parity reference the round
+graded against, and each build's source.
 
 The gate decides nothing on most of these, but the node's fingerprint, the experiment's identity,
-comparability and every report read them, so they are read here once, as ``recorded.Part``s: each
-writes back the object it was read from byte for byte (the runtime's own facts, a Docker daemon's
-version or a batch job's, ride along unmodelled), and readers read fields, never the document.
+comparability, main's history and every report read them, so they are read here once, as
+``recorded.Part``s: each writes back the object it was read from byte for byte (the runtime's own
+facts, a Docker daemon's version or a batch job's, ride along unmodelled), and readers read fields,
+never the document.
 """
 from __future__ import annotations
 
@@ -99,3 +101,42 @@ class ReferenceFacts(Part):
 
 def _or_unknown(x: Any) -> str:
     return "?" if x is None else str(x)
+
+
+@dataclass(frozen=True)
+class SourceRecord(Part):
+    """Where a build's tree came from, as the round recorded it (``engine.sources.snapshot``): a
+    directory, a git commit, a PyPI sdist, or a patch over another source; each with the digest
+    of the tree that was built."""
+    path: str | None = None
+    git: str | None = None
+    ref: str | None = None
+    commit: str | None = None
+    pypi: str | None = None
+    sdist: str | None = None
+    sdist_sha256: str | None = None
+    subtree: str | None = None
+    patch: str | None = None
+    patch_sha256: str | None = None
+    over: "SourceRecord | None" = None
+    excluded: tuple[str, ...] = ()
+    tree_sha256: str | None = None
+
+    @property
+    def ordered(self) -> bool:
+        """Whether it has a place in an order a bisection can walk (a commit, a release)."""
+        return bool(self.git or self.pypi)
+
+    def identity(self, tree: str | None = None) -> str:
+        """What a person names it by: REPO@commit, pypi:NAME==VERSION, a patch over one of those, or
+        a directory and its tree digest (a directory's content is only known by its digest)."""
+        if self.git:
+            return f"{self.git}@{self.commit or self.ref}"
+        if self.pypi:
+            return f"pypi:{self.pypi}"
+        if self.patch:
+            return f"{self.patch} over {(self.over or SourceRecord()).identity()}"
+        return f"{'?' if self.path is None else self.path} (tree {str(tree or self.tree_sha256 or '?')[:12]})"
+
+
+SourceRecord.READ = {"over": SourceRecord.from_dict}
