@@ -34,8 +34,8 @@ TYPES = [
     ("receipt.parity.timed_path", R.TimedPath), ("receipt.parity.timed_path.candidate[]", R.TimedPathRep),
     ("receipt.parity.adjudication", A.Adjudication), ("receipt.parity.adjudication.variants[]", A.Variant),
     ("receipt.accuracy", R.AccuracyRecord), ("receipt.accuracy.<side>", R.AccuracySide),
-    ("receipt.reps[]", R.Rep), ("receipt.summary.<build>", R.Figures), ("verdict", V.Verdict),
-    ("verdict.reasons[]", V.Reason),
+    ("receipt.reps[]", R.Rep), ("receipt.summary.<build>", R.Figures), ("receipt.seal", H.Seal),
+    ("verdict", V.Verdict), ("verdict.reasons[]", V.Reason),
     ("verdict.warnings[]", V.Caveat), ("verdict.speed", V.Speed),
 ]
 

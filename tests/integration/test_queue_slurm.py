@@ -120,9 +120,9 @@ def test_three_candidates_as_batch_jobs_with_one_scancel(cluster, tmp_path, base
     receipts = store.ledger_receipts(ledger)
     jobs = set()
     for rid in recorded:
-        slurm = receipts[rid].host["slurm"]
-        assert slurm["node"] in NODES and slurm["partition"] == cluster.partition
-        jobs.add(slurm["job_id"])
+        slurm = receipts[rid].host.slurm
+        assert slurm is not None and slurm.node in NODES and slurm.partition == cluster.partition
+        jobs.add(slurm.job_id)
     assert len(jobs) == 3 and not {job, killed} & jobs
     # the jobs removed the candidates' images of the rounds they sealed (the IDs stay in the
     # receipts) and kept main's, which every next round of this main reuses by its build key

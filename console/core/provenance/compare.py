@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from console.core.decisions import counting, gate, parity_grade
 from console.core.statistics import stats
 from console.core.records.receipt import BUILDS, Receipt
+from console.core.records.verdict import VerdictRecord
 
 LEVEL = 0.95     # the descriptive intervals here are two-sided 95 % (the gate's own are in its verdict)
 
@@ -35,7 +36,8 @@ class Source:
 
     @property
     def sealed_at(self) -> str:
-        return str((self.receipt.seal or {}).get("sealed_at") or self.receipt.ended_at or self.receipt.started_at)
+        seal = self.receipt.seal
+        return str((seal.sealed_at if seal is not None else None) or self.receipt.ended_at or self.receipt.started_at)
 
 
 @dataclass(frozen=True)
@@ -182,12 +184,11 @@ def compare(sources: Sequence[Source]) -> Comparison:
     for i, s in enumerate(sources):
         r, ident = s.receipt, Identity.of(s.receipt)
         why = not_comparable(first, ident)
-        v = gate.decide(r, r.rules).to_dict()
-        sp = v.get("speed") or {}
-        iv = sp.get("interval") or [None, None]
+        v = VerdictRecord.of(gate.decide(r, r.rules))
+        low, high = v.interval or (None, None)
+        pairs = v.decision.pairs if v.decision is not None and v.decision.held("pairs") else None
         rounds.append(RoundRow(s.label, s.receipt_id, r.round_id, r.kind, s.sealed_at, r.profile.name, ident,
-                               str(v.get("outcome")), v.get("tier"), sp.get("gain"), iv[0], iv[1],
-                               (sp.get("decision") or {}).get("pairs"), why))
+                               v.outcome.value, v.tier, v.gain, low, high, pairs, why))
         reps, refused = _counted_values(r)
         for (build, phase, depth), rs in sorted(reps.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
             key, values = (build, phase, depth), [float(x.value) for x in rs]

@@ -387,7 +387,7 @@ def noise_spread_of(r: Receipt) -> float | None:
 
 
 def _measured_at(r: Receipt) -> str:
-    return str(r.ended_at or (r.seal or {}).get("sealed_at") or "")
+    return str(r.ended_at or (r.seal.sealed_at if r.seal is not None else None) or "")
 
 
 def significance_of(r: Receipt, significance: float | None) -> float:
@@ -439,7 +439,7 @@ def update_from_receipt(lock: Mapping[str, Any], receipt_id: str, r: Receipt,
     measured a pin written before fingerprints.
     Only the pins of the receipt's node move (``node_pin``).
     """
-    if not isinstance(r.seal, Mapping):
+    if r.seal is None:
         raise LockError("only a sealed receipt can move a pin")
     at = _measured_at(r)
     if kinds.of(r.kind).raises == "node-noise":

@@ -140,3 +140,11 @@ class SourceRecord(Part):
 
 
 SourceRecord.READ = {"over": SourceRecord.from_dict}
+
+
+@dataclass(frozen=True)
+class Seal(Part):
+    """What the ledger added when it sealed a receipt (``provenance.ledger.seal``): the id of the
+    receipt sealed before it, and when."""
+    prev: str | None = None
+    sealed_at: str | None = None

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from console.core.records.adjudication import Adjudication
 from console.core.records.kinds import sealed_kinds
 from console.core.records.figures import finite
-from console.core.records.facts import HostFacts, ReferenceFacts, RuntimeFacts, SourceRecord
+from console.core.records.facts import HostFacts, ReferenceFacts, RuntimeFacts, Seal, SourceRecord
 from console.core.records.matrix import MatrixSpec
 from console.core.records.untrusted import safe_name
 from console.core.records.parity import DepthFigures
@@ -644,7 +644,7 @@ class Receipt(_Freezable):
     noise: NoiseReport | None = None        # noise receipts: the gate's noise report
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
     sizing: Sizing | None = None            # bench.min_seconds: how the timed runs were sized (core.sizing)
-    seal: dict[str, Any] | None = None      # added by the ledger when sealed (console.core.provenance.ledger)
+    seal: Seal | None = None                # added by the ledger when sealed (console.core.provenance.ledger)
 
     def __post_init__(self) -> None:
         # the node's and the runtime's facts as a round or a test gathers them: read here, once
@@ -719,7 +719,7 @@ class Receipt(_Freezable):
                     verdict=_read("verdict", _optional(VerdictRecord.from_dict), d.get("verdict")),
                     noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
                     sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
-                    sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=d.get("seal"))
+                    sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=_read("seal", _optional(Seal.from_dict), d.get("seal")))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
                 raise
