@@ -719,7 +719,8 @@ class Receipt(_Freezable):
                     verdict=_read("verdict", _optional(VerdictRecord.from_dict), d.get("verdict")),
                     noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
                     sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
-                    sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")), seal=_read("seal", _optional(Seal.from_dict), d.get("seal")))
+                    sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")),
+                    seal=_read("seal", _optional(Seal.from_dict), d.get("seal")))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
                 raise
