@@ -36,8 +36,7 @@ class Source:
 
     @property
     def sealed_at(self) -> str:
-        seal = self.receipt.seal
-        return str((seal.sealed_at if seal is not None else None) or self.receipt.ended_at or self.receipt.started_at)
+        return str(self.receipt.sealed_at or self.receipt.ended_at or self.receipt.started_at)
 
 
 @dataclass(frozen=True)

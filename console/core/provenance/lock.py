@@ -387,7 +387,7 @@ def noise_spread_of(r: Receipt) -> float | None:
 
 
 def _measured_at(r: Receipt) -> str:
-    return str(r.ended_at or (r.seal.sealed_at if r.seal is not None else None) or "")
+    return str(r.ended_at or r.sealed_at or "")
 
 
 def significance_of(r: Receipt, significance: float | None) -> float:

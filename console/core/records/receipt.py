@@ -663,6 +663,11 @@ class Receipt(_Freezable):
     def rules(self) -> GateRules:
         return self.profile.rules
 
+    @property
+    def sealed_at(self) -> str | None:
+        """When the ledger sealed it (None before sealing, or in a seal without the time)."""
+        return self.seal.sealed_at if self.seal is not None else None
+
     def sealed_verdict(self) -> VerdictRecord:
         """The verdict it was sealed with: every sealed round has one."""
         if self.verdict is None:
