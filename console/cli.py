@@ -148,16 +148,29 @@ def _find_commands(sub) -> None:
                        "with change points at a stated false-alarm rate (docs/HISTORY.md)")
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results directories (their ledgers)")
     p.add_argument("--alpha", type=float, default=0.01,
-                   help="chance of any change point in a series with no change (default 0.01)")
+                   help="chance of any change point in any series when nothing changed; each series is searched at alpha / series (default 0.01)")
     p.add_argument("--min-change", type=float, default=0.02,
                    help="smallest change worth a change point, as a fraction (default 0.02)")
     p.add_argument("--min-segment", type=int, default=4, help="rounds at least on each side of a change (default 4)")
     p.add_argument("--metric", help="only series of this metric")
-    p.add_argument("--format", choices=FORMATS, default="table",
-                   help="table, md, csv (--table picks which) or json")
-    p.add_argument("--table", choices=["series", "changes", "points"], help="with --format csv: which table "
-                   "(default changes)")
-    p.add_argument("--html", type=Path, metavar="FILE", help="also write the series as an HTML page")
+    p.add_argument("--format", choices=(*FORMATS, "github"), default="table",
+                   help="table, md, csv (--table picks which), json, or github (the alarm as GitHub Actions "
+                        "annotations)")
+    p.add_argument("--table", choices=["series", "changes", "points", "alarm", "culprits"],
+                   help="with --format csv: which table (default changes)")
+    p.add_argument("--fail-on", choices=["regression", "change"],
+                   help="exit 1 when the newest segment of a watched series is decidedly worse than the one "
+                        "before (regression), or differs either way (change); alpha holds over all series")
+    p.add_argument("--bisect", action="store_true",
+                   help="bisect every change point whose sides are commits or releases, reusing the ledger's "
+                        "builds and decided steps, and name the culprit")
+    p.add_argument("--error-rate", type=float, default=0.05,
+                   help="with --bisect: chance that one bisection errs (default 0.05)")
+    p.add_argument("--reps", type=int, help="with --bisect: pairs per step (default: the profile's)")
+    p.add_argument("--fresh", action="store_true", help="with --bisect: measure decided steps again")
+    p.add_argument("-v", "--verbose", action="store_true", help="with --bisect: every event of every step")
+    p.add_argument("--html", type=Path, metavar="DIR", help="also write a static site: a plot per series, each "
+                   "round linked to its receipt's page")
     p.add_argument("--tui", action="store_true", help="browse the series and change points in the terminal")
 
     p = sub.add_parser("bisect", help="find the first commit or release that changed speed: each step a round "

@@ -651,9 +651,8 @@ def cmd_cleanup(args) -> int:
 
 def cmd_history(args) -> int:
     from .core.statistics import changepoints as cp
+    from .core.provenance.alarm import alarm_of
     from .core.provenance.history import series_of
-    from .reports import history as report
-    from .reports.export import render
     from .results.saved import select_sources
     try:
         rules = cp.Rules(alpha=args.alpha, min_change=args.min_change, min_segment=args.min_segment)
@@ -664,30 +663,84 @@ def cmd_history(args) -> int:
     for d in args.dirs:
         if not d.is_dir():
             raise UsageError(f"{d} is not a directory", "Give results directories (the --out of rounds).")
-    found = series_of(select_sources(args.dirs), rules, metric=args.metric)
+    if args.html is not None:
+        _out_dir(args.html, "--html")
+    sources = select_sources(args.dirs)
+    found = series_of(sources, rules, metric=args.metric)
     if not found.series:
         raise UsageError("no series of main: " + (found.left_out_sentence() or "no sealed round measured main"),
                          "Give results directories of rounds (`console ledger show DIR` lists them).")
-    if args.html:
-        report.write_html(found, rules, args.html)
     if args.tui:
         from .tui.history import run_history
         run_history(found, rules)
         return ExitCode.OK
-    render(report.tables(found, rules), args.format, sys.stdout, table=args.table or "changes")
-    if args.html and args.format == "table":
-        print(f"\nwritten: {args.html}")
-    return ExitCode.OK
+    alarm = alarm_of(found, args.fail_on or "regression")
+    culprits = _history_bisect(found, sources, args) if args.bisect else None
+    if args.html is not None:
+        _history_site(found, rules, alarm, {s.receipt_id: s.receipt for s in sources if s.receipt_id}, args)
+    _history_out(found, rules, alarm, culprits, args)
+    return ExitCode.REJECTED if args.fail_on and alarm.fired else ExitCode.OK
 
 
-def _bisect_steps(args, out: Path):
+def _history_out(found, rules, alarm, culprits, args) -> None:
+    """The tables (the alarm's and the culprits' with them when asked), or GitHub's annotations."""
+    from .reports import history as report
+    from .reports.export import render
+    if args.format == "github":
+        sys.stdout.write(report.annotations(alarm, culprits[0] if culprits else ()))
+        return
+    tables = report.tables(found, rules)
+    if args.fail_on:
+        tables.append(report.alarm_table(alarm))
+    if culprits is not None:
+        tables.append(report.culprit_table(*culprits))
+    render(tables, args.format, sys.stdout, table=args.table or "changes")
+    if args.format == "table":
+        if args.fail_on:
+            print("\n" + "\n".join(report.alarm_lines(alarm)))
+        if args.html is not None:
+            print(f"\nwritten: {args.html / 'index.html'}")
+
+
+def _history_site(found, rules, alarm, receipts, args) -> None:
+    from .core.decisions import gate
+    from .core.records.verdict import VerdictRecord
+    from .reports.history_site import write_site
+    write_site(found, rules, _out_dir(args.html, "--html"), receipts,
+               lambda r: VerdictRecord.of(gate.decide(r, r.rules)), alarm if args.fail_on else None)
+
+
+def _history_bisect(found, sources, args):
+    """Every change point history can hand to `console bisect`, bisected in the results directory of
+    the round after it; (culprits, change points not bisected and why)."""
+    from .bisect.hunt import run_hunts
+    from .core.provenance.culprits import hunts
+    from .results import store
+    _check_reps(args)
+    if not 0.0 < args.error_rate < 1.0:
+        raise UsageError(f"--error-rate {args.error_rate} is not a rate", "Give a fraction, e.g. 0.05.")
+    where: dict[str, Path] = {}
+    for d in args.dirs:
+        for rid in store.ledger_receipts(d):
+            where.setdefault(rid, d.resolve())
+    profiles = {s.receipt_id: (s.receipt.profile.path, s.receipt.profile.sha256) for s in sources if s.receipt_id}
+    plans, skipped = hunts(found, profiles)
+
+    def one(profile, items, out, runtime):
+        return _bisect_run(profile, items, out, runtime, args, interactive=False)
+
+    def said(line: str) -> None:
+        print(f"bisect: {line}", flush=True)
+    return run_hunts(plans, where.__getitem__, one, said), skipped
+
+
+def _bisect_steps(args, out: Path, runtime: str | None = None):
     from .bisect.rounds import RoundSteps
     from .reports.text import LineReporter
-    return RoundSteps(out, args.runtime, args.reps, args.fresh, LineReporter(verbose=args.verbose))
+    return RoundSteps(out, runtime or args.runtime, args.reps, args.fresh, LineReporter(verbose=args.verbose))
 
 
 def cmd_bisect(args) -> int:
-    from .bisect import Bisection, Config
     from .bisect import record as records
     from .bisect.setup import items_of, with_metric
     from .reports import bisect as report
@@ -703,17 +756,26 @@ def cmd_bisect(args) -> int:
     profile = with_metric(load_profile(args.profile), args.metric)
     items = items_of(profile, args.range, args.good, args.bad)
     out = _results_dir(profile, args)
-    if args.runtime == "docker" and Path(profile.path) == DEMO_PROFILE.resolve():
-        _ensure_base(profile)
-    cfg = Config(profile=profile, items=items, out_dir=out, error_rate=args.error_rate, runtime=args.runtime,
-                 fresh=args.fresh)
-    if _interactive(args):
-        from .tui.bisect import run_bisect_tui
-        rec = run_bisect_tui(cfg, _bisect_steps(args, out))
-    else:
-        rec = Bisection(cfg, _bisect_steps(args, out), say=lambda line: print(f"bisect: {line}", flush=True)).run()
-    doc = rec.to_dict()
-    page = report.write_html(doc, rec.path(out).with_suffix(".html"))
-    print(f"written: {rec.path(out)}, {page}")
-    render(report.tables(doc)[:1], args.format, sys.stdout)
+    rec = _bisect_run(profile, items, out, args.runtime, args, interactive=_interactive(args))
+    render(report.tables(rec.to_dict())[:1], args.format, sys.stdout)
     return rec.exit_code
+
+
+def _bisect_run(profile, items, out: Path, runtime: str, args, interactive: bool):
+    """One bisection of ``items`` under ``profile`` into ``out``, live or said line by line; its page
+    written beside its record."""
+    from .bisect import Bisection, Config
+    from .reports import bisect as report
+    if runtime == "docker" and Path(profile.path) == DEMO_PROFILE.resolve():
+        _ensure_base(profile)
+    cfg = Config(profile=profile, items=items, out_dir=out, error_rate=args.error_rate, runtime=runtime,
+                 fresh=args.fresh)
+    steps = _bisect_steps(args, out, runtime)
+    if interactive:
+        from .tui.bisect import run_bisect_tui
+        rec = run_bisect_tui(cfg, steps)
+    else:
+        rec = Bisection(cfg, steps, say=lambda line: print(f"bisect: {line}", flush=True)).run()
+    page = report.write_html(rec.to_dict(), rec.path(out).with_suffix(".html"))
+    print(f"written: {rec.path(out)}, {page}")
+    return rec

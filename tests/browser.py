@@ -26,3 +26,15 @@ def inked(shot: Path) -> tuple[float, int]:
     from PIL import Image
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int).reshape(-1, 3)
     return float((pixels.min(axis=1) < 235).mean()), len(np.unique(pixels, axis=0))
+
+
+def dom(page: Path, profile: Path) -> str:
+    """The page's DOM as headless Chromium parsed it (``--dump-dom``)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("this test needs Chromium to parse the page: run `make test-fast` or `make test` (they "
+                    "install `chromium` with apt)", pytrace=False)
+    run = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                          "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True, timeout=180)
+    assert run.stdout.strip(), f"chromium dumped no DOM (exit {run.returncode}): {run.stderr[-2000:]}"
+    return run.stdout

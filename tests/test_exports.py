@@ -141,7 +141,8 @@ def test_every_exported_column_is_documented():
                        ("ledger", LEDGER_COLUMNS), ("verdict", VERDICT_COLUMNS), ("queue", QUEUE_COLUMNS),
                        ("history", HISTORY_COLUMNS), ("blocks", BLOCK_COLUMNS),
                        ("history-series", H.SERIES_COLUMNS), ("history-changes", H.CHANGE_COLUMNS),
-                       ("history-points", H.POINT_COLUMNS), ("bisect-summary", BI.SUMMARY_COLUMNS),
+                       ("history-points", H.POINT_COLUMNS), ("history-alarm", H.ALARM_COLUMNS),
+                       ("history-culprits", H.CULPRIT_COLUMNS), ("bisect-summary", BI.SUMMARY_COLUMNS),
                        ("bisect-steps", BI.STEP_COLUMNS), ("matrix", MATRIX_COLUMNS),
                        ("matrix-served", SERVED_COLUMNS)):
         section = doc.split(f"<!-- table:{name} -->")[1].split("<!-- /table -->")[0]

@@ -27,6 +27,11 @@ def _seal(out, k: int, level: float, *, kind: str = "round", cpu: str = "Intel X
     return store.seal_into(out, r, sealed_at=f"2026-12-01T{k // 60:02d}:{k % 60:02d}:00Z")
 
 
+def scored(h) -> tuple:
+    """The series of the rounds' scored metric (a round's guards are series of their own)."""
+    return tuple(s for s in h.series if s.key.figure == "")
+
+
 def _stepped(out, n: int = 24) -> None:
     wobble = [0.004, -0.003, 0.002, -0.001, 0.003, -0.004]
     for k in range(n):
@@ -36,7 +41,7 @@ def _stepped(out, n: int = 24) -> None:
 def test_a_step_down_half_way_is_one_change_point_with_the_range_to_bisect(tmp_path):
     _stepped(tmp_path)
     h = series_of(select_sources([tmp_path]), cp.Rules())
-    (s,) = h.series
+    (s,) = scored(h)
     assert len(s.points) == 24 and s.key.metric == "decode_tok_s" and s.key.runtime == "docker"
     (c,) = s.changes
     assert c.point.at == STEP_AT and c.point.low < -0.08 < c.point.high < 0
@@ -51,7 +56,7 @@ def test_another_node_is_another_series_never_a_change_point(tmp_path):
     for k in range(10, 20):
         _seal(tmp_path, k, 0.7, cpu="AMD EPYC", jitter=0.002 * (k % 3))
     h = series_of(select_sources([tmp_path]), cp.Rules())
-    assert len(h.series) == 2 and all(not s.changes for s in h.series)
+    assert len(scored(h)) == 2 and all(not s.changes for s in h.series)
     assert {len(s.points) for s in h.series} == {10}
 
 
@@ -67,18 +72,18 @@ def test_bisection_steps_are_left_out_and_counted(tmp_path):
 
 def test_the_command_writes_every_format_and_the_page(tmp_path, capsys):
     _stepped(tmp_path / "r")
-    page = tmp_path / "history.html"
-    assert cli(["history", str(tmp_path / "r"), "--html", str(page)]) == 0
+    site = tmp_path / "site"
+    assert cli(["history", str(tmp_path / "r"), "--html", str(site)]) == 0
     out = capsys.readouterr().out
-    assert "Change points" in out and "-8.0%" in out.replace("-7.9%", "-8.0%") and f"written: {page}" in out
-    html = page.read_text()
+    assert "Change points" in out and "-8.0%" in out.replace("-7.9%", "-8.0%") and f"written: {site}/index.html" in out
+    html = (site / "index.html").read_text()
     assert "<svg" in html and "console bisect --good /repos/engine@" in html
     assert cli(["history", str(tmp_path / "r"), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [c["at"] for c in doc["changes"]] == [STEP_AT] and len(doc["points"]) == 24
+    assert [c["at"] for c in doc["changes"]] == [STEP_AT] * 2 and len(doc["points"]) == 48    # the scored metric, its guard
     assert cli(["history", str(tmp_path / "r"), "--format", "csv", "--table", "series"]) == 0
-    (row,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert row["rounds"] == "24" and row["changes"] == "1"
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(row["rounds"], row["changes"]) for row in rows] == [("24", "1")] * 2
     assert cli(["history", str(tmp_path / "r"), "--format", "md", "--min-segment", "13"]) == 0
     assert "(none)" in capsys.readouterr().out       # 13 a side cannot split 24 rounds
 
@@ -113,14 +118,14 @@ def test_a_change_between_directory_trees_names_no_command_to_bisect(tmp_path):
         r = make_receipt(main=[m * (1.0 if k < 8 else 0.9) * (1 + 0.002 * (k % 3)) for m in MAIN], cand=MAIN)
         r["round_id"] = f"20261201T{k:06d}Z-{k:06x}"
         store.seal_into(tmp_path, r, sealed_at=f"2026-12-01T00:{k:02d}:00Z")
-    (s,) = series_of(select_sources([tmp_path]), cp.Rules()).series
+    (s,) = scored(series_of(select_sources([tmp_path]), cp.Rules()))
     (c,) = s.changes
     assert c.point.at == 8 and c.bisect_command is None and c.before.source.startswith("/src/main (tree ")
 
 
 def test_segments_hold_the_level_between_change_points(tmp_path):
     _stepped(tmp_path)
-    (s,) = series_of(select_sources([tmp_path]), cp.Rules()).series
+    (s,) = scored(series_of(select_sources([tmp_path]), cp.Rules()))
     first, second = s.segments
     assert (first.start, first.end, second.start, second.end) == (0, STEP_AT, STEP_AT, 24)
     assert first.low < first.mean < first.high and second.high < first.low
@@ -145,8 +150,8 @@ def test_another_runtime_or_an_edited_profile_starts_a_series_that_says_what_cha
     for k in range(16, 24):
         _seal_as(tmp_path, k, 0.6, runtime="local", cpus=2.0)
     h = series_of(select_sources([tmp_path]), cp.Rules())
-    assert len(h.series) == 3 and all(not s.changes and len(s.points) == 8 for s in h.series)
-    since = {s.points[0].round_id[-2:]: s.since for s in h.series}
+    assert len(scored(h)) == 3 and all(not s.changes and len(s.points) == 8 for s in h.series)
+    since = {s.points[0].round_id[-2:]: s.since for s in scored(h)}
     assert since["00"] == "" and since["08"] == "runtime docker not local"
     assert since["10"].startswith("profile's measured sections") and "(run.cpus 4.0 not 2.0)" in since["10"]
     assert len({s.key.identity for s in h.series}) == 3
@@ -156,5 +161,5 @@ def test_rounds_sealed_before_identities_are_one_series_and_the_next_is_another(
     _stepped(tmp_path, 8)                                   # sealed as before identities
     for k in range(8, 16):
         _seal_as(tmp_path, k, 1.0)
-    old, new = sorted(series_of(select_sources([tmp_path]), cp.Rules()).series, key=lambda s: s.points[0].sealed_at)
+    old, new = sorted(scored(series_of(select_sources([tmp_path]), cp.Rules())), key=lambda s: s.points[0].sealed_at)
     assert len(old.points) == len(new.points) == 8 and new.since == "sealed under an older experiment identity"

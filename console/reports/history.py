@@ -1,18 +1,20 @@
-"""Main's history as tables (``console history --format table|md|csv|json``) and as one HTML page: each
-series' points with the pins in force, its change points with their sizes, intervals and the range
-to hand to ``console bisect``. Only what ``core.history`` found is shown."""
+"""Main's history as tables (``console history --format table|md|csv|json``): each series' points with
+the pins in force, its change points with their sizes, intervals and the range to hand to
+``console bisect``; the alarm's findings (also as GitHub annotations) and the culprits. Only what the
+core found is shown; the static site is ``reports.history_site``."""
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Sequence
 
 from ..core.statistics import changepoints as cp
-from ..core.provenance.history import History, Series
-from ..results.store import atomic_write
-from .html import CSS, PAGE, RC, _figure, _svg, esc
+from ..core.provenance.alarm import Alarm
+from ..core.provenance.culprits import Culprit, Skipped
+from ..core.provenance.history import History
 from .tables import Column, Table, percent, short
 
 SERIES_COLUMNS = (
-    Column("series", "profile, metric, depth, runtime, node and experiment identity of the series"),
+    Column("series", "profile, figure (the scored metric, a cell, a guard, a serving latency), metric, depth, "
+                     "runtime, node and experiment identity of the series"),
     Column("node", "the node's fingerprint (its CPU, cores, GPUs, driver): another node is another series"),
     Column("identity", "the experiment identity (runtime, the profile's measured sections, model, harness, GPU): "
                        "another is another series"),
@@ -21,18 +23,19 @@ SERIES_COLUMNS = (
     Column("rounds", "sealed rounds in the series"),
     Column("first", "when its first round was sealed (UTC)", short(19)),
     Column("last", "when its last round was sealed (UTC)", short(19)),
-    Column("latest", "main's figure in the latest round (geometric mean of its counted timed reps)"),
+    Column("latest", "main's figure in the latest round (geometric mean of its counted values of the figure)"),
     Column("changes", "change points found"),
-    Column("raises", "rounds whose frontier pin is above the previous round's"),
+    Column("raises", "rounds whose pin (the frontier, or the cell's or guard's own) is above the previous round's"),
 )
 
 CHANGE_COLUMNS = (
     Column("series", "the series (as in the series table)"),
     Column("at", "index of the first round after the change (0 = the series' first round)"),
     Column("change", "main after against main before: exp(mean log after - mean log before) - 1", percent),
-    Column("low", "its two-sided interval at 1 - alpha (Welch), lower end", percent),
+    Column("low", "its two-sided interval at 1 - alpha / series (Welch), lower end", percent),
     Column("high", "upper end", percent),
-    Column("p", "the best split's p-value, Bonferroni-corrected over the splits tested", lambda x: f"{x:.2g}"),
+    Column("p", "the best split's p-value, Bonferroni-corrected over the splits tested (a change point when at most "
+                "alpha / series)", lambda x: f"{x:.2g}"),
     Column("before", "rounds in the segment before the change"),
     Column("after", "rounds in the segment after"),
     Column("last_before", "the last round before the change", short(24)),
@@ -47,9 +50,9 @@ POINT_COLUMNS = (
     Column("sealed_at", "when it was sealed (UTC)", short(19)),
     Column("round_id", "the round"),
     Column("receipt", "its receipt id", short(12)),
-    Column("value", "main's figure: geometric mean of its counted timed reps"),
-    Column("reps", "main's counted timed reps"),
-    Column("pin", "the frontier pin in force for the round (0: none)"),
+    Column("value", "main's figure: geometric mean of its counted values of the series' figure"),
+    Column("reps", "main's counted values (reps, or a serving round's blocks)"),
+    Column("pin", "the pin in force for the round (the frontier, or the cell's or guard's own; 0: none)"),
     Column("source", "main's source: a commit, a release, or a directory and its tree digest"),
 )
 
@@ -71,66 +74,91 @@ def tables(h: History, rules: cp.Rules) -> list[Table]:
             points.append({"series": name, "index": i, "sealed_at": pt.sealed_at, "round_id": pt.round_id,
                            "receipt": pt.receipt, "value": pt.value, "reps": pt.reps, "pin": pt.pin,
                            "source": pt.source})
-    how = (f"alpha {rules.alpha:g}, min change {rules.min_change:.1%}, min segment {rules.min_segment}"
+    how = (f"alpha {rules.alpha:g} over {len(h.series)} series, each at {h.series_alpha:.3g}; min change "
+           f"{rules.min_change:.1%}, min segment {rules.min_segment}"
            + (f"; left out: {h.left_out_sentence()}" if h.left_out else ""))
     return [Table("series", f"Main's series ({how})", SERIES_COLUMNS, series),
             Table("changes", "Change points", CHANGE_COLUMNS, changes),
             Table("points", "Rounds", POINT_COLUMNS, points)]
 
 
-# --- the page -------------------------------------------------------------------------------------
+# --- the alarm and the culprits -------------------------------------------------------------------
 
-def write_html(h: History, rules: cp.Rules, path: Path) -> Path:
-    atomic_write(path, render_html(h, rules).encode("utf-8"))
-    return path
+ALARM_COLUMNS = (
+    Column("series", "the watched series whose newest segment moved"),
+    Column("finding", "regression (worse: lower throughput, higher latency) or improvement"),
+    Column("firing", "whether it raises the alarm (--fail-on regression: regressions; change: either)"),
+    Column("change", "the newest segment against the one before: exp(mean log after - mean log before) - 1",
+           percent),
+    Column("low", "its two-sided interval at 1 - each series' alpha (Welch), lower end", percent),
+    Column("high", "upper end", percent),
+    Column("before", "rounds in the segment before"),
+    Column("after", "rounds in the newest segment"),
+    Column("last_before", "the last round before the change", short(24)),
+    Column("first_after", "the first round of the newest segment", short(24)),
+    Column("good", "main's source in the last round before"),
+    Column("bad", "main's source in the first round after"),
+)
 
-
-def render_html(h: History, rules: cp.Rules) -> str:
-    import matplotlib
-    _svg.count = 0
-    with matplotlib.rc_context(RC):
-        sections = "".join(_section(s) for s in h.series)
-    left = f"<p>Left out: {esc(h.left_out_sentence())}.</p>" if h.left_out else ""
-    body = (f"<section><h2>Main's history</h2><p>{esc(cp.METHOD)}: alpha {rules.alpha:g}, min change "
-            f"{rules.min_change:.1%}, at least {rules.min_segment} rounds a side. Each point is main's geometric mean "
-            f"over one round's counted timed reps.</p>{left}</section>{sections}")
-    return PAGE.format(title="Main's history", what="main's history", css=CSS, body=body,
-                       note="Every point is a sealed receipt's own figures; a node or experiment identity change "
-                            "(runtime, the profile's measured sections, model, harness, GPU) starts another series "
-                            "and is never a change point.")
-
-
-def _section(s: Series) -> str:
-    rows = "".join(
-        f"<tr><td>{c.point.at}</td><td>{c.point.change:+.1%} [{c.point.low:+.1%}, {c.point.high:+.1%}]</td>"
-        f"<td>{c.point.p:.2g}</td><td>{esc(c.before.round_id)}</td><td>{esc(c.after.round_id)}</td>"
-        f"<td>{_bisect_cell(c)}</td></tr>"
-        for c in s.changes)
-    table = (f"<table><tr><th>at</th><th>change [interval]</th><th>p</th><th>last before</th><th>first after</th>"
-             f"<th>to bisect</th></tr>{rows}</table>" if rows else '<p class="na">no change point</p>')
-    since = f"<p>A new series: {esc(s.since)}.</p>" if s.since else ""
-    return (f"<section><h2>{esc(s.key.label())}</h2>{since}<figure>{_plot(s)}<figcaption>Main's figure per round; each "
-            "segment's mean with its interval between change points; the frontier pin dashed where one was in "
-            f"force, raises marked ▲.</figcaption></figure>{table}</section>")
+CULPRIT_COLUMNS = (
+    Column("series", "the series whose change point was bisected (one bisection may explain several)"),
+    Column("good", "the good end: main's source before the change"),
+    Column("bad", "the bad end: main's source after it"),
+    Column("result", "found, suspects, not-one-step, infra, interrupted, or not run"),
+    Column("culprit", "the first item like the bad end (found), or the items it is one of (suspects)"),
+    Column("steps", "the bisection's steps (rounds and steps read back from the ledger)"),
+    Column("measured", "steps measured now: the others were decided by earlier steps in the ledger"),
+    Column("minutes", "minutes the steps took, builds included"),
+    Column("why", "the bisection's sentence, or why it was not run"),
+)
 
 
-def _bisect_cell(c) -> str:
-    cmd = c.bisect_command
-    return f"<code>{esc(cmd)}</code>" if cmd else '<span class="na">main was a directory here: no commits to bisect</span>'
+def alarm_table(a: Alarm) -> Table:
+    rows = [{"series": f.series.key.label(), "finding": f.word, "firing": f in a.firing, "change": f.size,
+             "low": f.low, "high": f.high, "before": f.before, "after": f.after,
+             "last_before": f.change.before.round_id, "first_after": f.change.after.round_id,
+             "good": f.change.before.source, "bad": f.change.after.source} for f in a.findings]
+    return Table("alarm", f"The alarm (--fail-on {a.fail_on}; {a.method()})", ALARM_COLUMNS, rows)
 
 
-def _plot(s: Series) -> str:
-    fig, ((ax,),) = _figure(10, 3.2)
-    ax.plot(list(range(len(s.points))), [p.value for p in s.points], "o", ms=4, color="#1f6fb4", label="main")
-    for g in s.segments:
-        ax.hlines(g.mean, g.start - 0.4, g.end - 0.6, color="#333", lw=1.2)
-        ax.fill_between([g.start - 0.4, g.end - 0.6], g.low, g.high, color="#999", alpha=0.25, lw=0)
-    for c in s.changes:
-        ax.axvline(c.point.at - 0.5, color="#c0392b", ls="--", lw=1)
-    pins = [(i, p.pin) for i, p in enumerate(s.points) if p.pin > 0]
-    if pins:
-        ax.step([i for i, _ in pins], [v for _, v in pins], where="post", color="#e8710a", ls=":", lw=1, label="pin")
-        ax.plot(list(s.raises), [s.points[i].pin for i in s.raises], "^", color="#e8710a", ms=6)
-    ax.set(xlabel="round (time order)", ylabel=s.key.metric)
-    ax.legend(loc="lower left")
-    return _svg(fig)
+def alarm_lines(a: Alarm) -> list[str]:
+    """What a person reads at the end of the output: each firing finding, then the verdict."""
+    lines = [f"ALARM {f.sentence()}" for f in a.firing]
+    n = len(a.firing)
+    word = "regression" if a.fail_on == "regression" else "change"
+    lines.append(f"alarm: {n} {word}{'s' if n != 1 else ''} in {len(a.watched)} watched series" if n else
+                 f"no alarm: no {word} in the newest segment of {len(a.watched)} watched series")
+    lines.append(f"  ({a.method()}" + (f"; {a.superseded} superseded series not watched" if a.superseded else "")
+                 + ")")
+    return lines
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    """GitHub's workflow-command escaping: data escapes %, CR and LF; a property also : and ,."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def annotations(a: Alarm, culprits: Sequence[Culprit] = ()) -> str:
+    """The alarm as GitHub Actions annotations: an error per firing finding, a notice per other
+    moved series and per culprit a bisection named, and a notice with the verdict and the method."""
+    out = []
+    for f in a.findings:
+        level = "error" if f in a.firing else "notice"
+        out.append(f"::{level} title={_gh_escape(f'{f.word}: {f.series.key.name}', prop=True)}::{_gh_escape(f.sentence())}")
+    for c in culprits:
+        said = f"{c.result}: {c.culprit or c.sentence} ({c.hunt.good} .. {c.hunt.bad}; {c.steps} steps, {c.minutes} min)"
+        out.append(f"::notice title={_gh_escape('culprit: ' + c.hunt.metric, prop=True)}::{_gh_escape(said)}")
+    head, *rest = alarm_lines(a)[-2:]
+    out.append(f"::notice title={_gh_escape('console history', prop=True)}::{_gh_escape(head + ' ' + ' '.join(rest).strip())}")
+    return "\n".join(out) + "\n"
+
+
+def culprit_table(found: list[Culprit], skipped: list[Skipped]) -> Table:
+    rows = [{"series": "; ".join(f"{s.key.name} (round {c.point.at})" for s, c in x.hunt.changes),
+             "good": x.hunt.good, "bad": x.hunt.bad, "result": x.result, "culprit": x.culprit, "steps": x.steps,
+             "measured": x.measured, "minutes": x.minutes, "why": x.sentence} for x in found]
+    rows += [{"series": f"{k.series.key.name} (round {k.change.point.at})", "good": k.change.before.source,
+              "bad": k.change.after.source, "result": "not run", "culprit": "", "steps": 0, "measured": 0,
+              "minutes": 0.0, "why": k.why} for k in skipped]
+    return Table("culprits", "The culprits (console history --bisect)", CULPRIT_COLUMNS, rows)

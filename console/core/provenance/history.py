@@ -1,9 +1,14 @@
-"""Main's history: one series per node, profile, runtime, metric and shape over sealed rounds, in time
-order, with the pins in force and their raises, and the change points ``core.changepoints`` finds.
+"""Main's history: one series per node, profile, runtime, figure and shape over sealed rounds, in
+time order, with the pins in force and their raises, and the change points ``core.changepoints`` finds.
 
-A round's point is main's geometric mean over its counted timed reps (the same reps its verdict
-read). Rounds that did not measure main as main are left out and counted: a bisection's steps
-(their main is an old commit), rounds that sealed no timed rep, infra rounds. A node is its
+Every figure a round measured main by is a series of its own (``watched``): the scored metric, each
+matrix cell, each guard, and a serving round's TTFT p99 and ITL p99 per block. A round's point in
+a series is main's geometric mean over that figure's counted values (the same reps its verdict
+read). The change points of all series are found at one family-wise rate: each series is searched
+at ``alpha / series`` (Bonferroni, whatever the series' dependence: a serving round's throughput and
+latencies move together), so the chance of any change point anywhere in a history where nothing
+changed is at most ``alpha``. Rounds that did not measure main as main are left out and counted: a
+bisection's steps (their main is an old commit), rounds that sealed no counted rep, infra rounds. A node is its
 fingerprint (``core.fingerprint``): a round on another machine starts another series, so a node
 change is never a change point; so does another experiment identity (``core.identity``: runtime,
 the profile's measured sections, model, harness, GPU), and the new series says which part changed.
@@ -15,14 +20,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from scipy import stats as sps
 
 from console.core.statistics import changepoints as cp
-from console.core.provenance import fingerprint, identity
-from console.core.decisions import counting
+from console.core.provenance import fingerprint, identity, watched
 from console.core.provenance.compare import Source
 from console.core.records import kinds
 from console.core.records.facts import SourceRecord
@@ -39,15 +43,25 @@ class SeriesKey:
     metric: str
     depth: int
     tokens: int
+    figure: str = ""    # "" for the scored metric; else which figure (``watched.Reading.figure``)
 
     def label(self) -> str:
-        return (f"{self.profile} {self.metric} @ depth {self.depth} ({self.runtime}, node {self.node}, "
-                f"identity {self.identity})")
+        return f"{self.name} ({self.runtime}, node {self.node}, identity {self.identity})"
 
     @property
-    def shape(self) -> tuple[str, str, str, int, int]:
+    def name(self) -> str:
+        """The series without its node and identity: what a person calls it."""
+        what = f"{self.figure} {self.metric}" if self.figure and self.figure != self.metric else self.metric
+        return f"{self.profile} {what} @ depth {self.depth}"
+
+    @property
+    def lower_is_better(self) -> bool:
+        return watched.lower_is_better(self.metric)
+
+    @property
+    def shape(self) -> tuple[str, str, str, str, int, int]:
         """What two series share when only their experiment identity differs."""
-        return self.node, self.profile, self.metric, self.depth, self.tokens
+        return self.node, self.profile, self.figure, self.metric, self.depth, self.tokens
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class Point:
     sealed_at: str
     round_id: str
     receipt: str                # the receipt id
-    value: float                # main's geometric mean over its counted timed reps
+    value: float                # main's geometric mean over its counted values of the series' figure
     reps: int
     source: str                 # main's source identity: a commit, a release, a directory's tree
     tree: str                   # main's tree digest
@@ -120,65 +134,81 @@ def segments_of(values: list[float], cuts: list[int]) -> tuple[Segment, ...]:
 class History:
     series: tuple[Series, ...]
     left_out: Mapping[str, int] = field(default_factory=dict)     # why -> rounds
+    alpha: float = 0.01         # chance of any change point in the whole history when nothing changed
+    series_alpha: float = 0.01  # each series' share of it (alpha / series: Bonferroni)
 
     def left_out_sentence(self) -> str:
         return "; ".join(f"{n} {why}" for why, n in sorted(self.left_out.items()))
 
 
-def point_of(src: Source) -> tuple[SeriesKey, Mapping[str, Any], Point, identity.Identity] | str:
-    """A round's point in main's series, or why it has none."""
+def points_of(src: Source) -> list[tuple[SeriesKey, Mapping[str, Any], Point, identity.Identity]] | str:
+    """A round's point in each of main's series it measured, or why it has none."""
     r: Receipt = src.receipt
     if not kinds.of(r.kind).main_series:       # its main is not the node's main
         return f"{r.kind} round(s) (their main is not the node's main)"
     if r.status != "complete":
         return "incomplete or infra round(s)"
-    values = [v for v in counting.counted(r, r.rules).values("main") if v and v > 0 and math.isfinite(v)]
-    if not values:
-        return "round(s) with no counted timed rep of main"
+    found = watched.readings(r)
+    if not found:
+        return "round(s) with no counted rep of main"
     fp = fingerprint.of_receipt(r)
     ident = identity.of_receipt(r)
-    bench = r.profile.bench
-    key = SeriesKey(node=fp.digest, profile=r.profile.name, identity=ident.digest,
-                    runtime=ident.parts["runtime"], metric=str(bench.get("metric") or ""),
-                    depth=int(bench.get("depth") or 0), tokens=int(bench.get("tokens") or 0))
     main = r.builds.get("main")
-    value = math.exp(sum(math.log(v) for v in values) / len(values))
-    return key, fp.facts, Point(sealed_at=src.sealed_at, round_id=r.round_id, receipt=src.receipt_id or "",
-                                value=value, reps=len(values),
-                                source=(main.source if main else SourceRecord()).identity(main.tree_sha256 if main else None),
-                                tree=str(main.tree_sha256 or "") if main else "", pin=float(r.lock.frontier or 0.0),
-                                ordered=bool(main and main.source.ordered)), ident
+    source = (main.source if main else SourceRecord()).identity(main.tree_sha256 if main else None)
+    out = []
+    for x in found:
+        key = SeriesKey(node=fp.digest, profile=r.profile.name, identity=ident.digest, runtime=ident.parts["runtime"],
+                        metric=x.metric, depth=x.depth, tokens=x.tokens, figure=x.figure)
+        value = math.exp(sum(math.log(v) for v in x.values) / len(x.values))
+        out.append((key, fp.facts, Point(sealed_at=src.sealed_at, round_id=r.round_id, receipt=src.receipt_id or "",
+                                         value=value, reps=len(x.values), source=source,
+                                         tree=str(main.tree_sha256 or "") if main else "",
+                                         pin=_pin(r, x), ordered=bool(main and main.source.ordered)), ident))
+    return out
+
+
+def _pin(r: Receipt, x: watched.Reading) -> float:
+    """The pin in force for the figure: the frontier for the scored metric, a cell's or a guard's own."""
+    if x.figure == "":
+        return float(r.lock.frontier or 0.0)
+    if x.figure.startswith("cell[") and x.figure.endswith("]"):
+        return float(r.lock.cells.get(x.figure[5:-1]) or 0.0)
+    if x.figure.startswith("guard[") and x.figure.endswith("]"):
+        return float((r.lock.guards or {}).get(x.figure[6:-1]) or 0.0)
+    return 0.0
 
 
 def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = None) -> History:
-    """Every series of main in ``sources`` with its change points, longest first."""
+    """Every series of main in ``sources`` with its change points (at ``rules.alpha`` over the whole
+    family of series), longest first."""
     groups: dict[SeriesKey, list[Point]] = {}
     facts: dict[SeriesKey, Mapping[str, Any]] = {}
     idents: dict[SeriesKey, identity.Identity] = {}
     left: Counter[str] = Counter()
     for src in sources:
-        got = point_of(src)
+        got = points_of(src)
         if isinstance(got, str):
             left[got] += 1
             continue
-        key, f, point, ident = got
-        if metric and key.metric != metric:
+        kept = [g for g in got if not metric or g[0].metric == metric]
+        if not kept:
             left[f"round(s) of another metric than {metric}"] += 1
-            continue
-        groups.setdefault(key, []).append(point)
-        facts[key], idents[key] = f, ident
+        for key, f, point, ident in kept:
+            groups.setdefault(key, []).append(point)
+            facts[key], idents[key] = f, ident
     for pts in groups.values():
         pts.sort(key=lambda p: (p.sealed_at, p.round_id))
+    each = replace(rules, alpha=rules.alpha / max(1, len(groups)))
     out = []
     for key, pts in groups.items():
-        found = cp.detect([p.value for p in pts], rules)
+        found = cp.detect([p.value for p in pts], each)
         changes = tuple(Change(c, pts[c.at - 1], pts[c.at]) for c in found)
         raises = tuple(i for i in range(1, len(pts)) if pts[i].pin > pts[i - 1].pin > 0 or
                        (pts[i].pin > 0 and pts[i - 1].pin == 0))
         segs = segments_of([p.value for p in pts], [c.at for c in found])
         out.append(Series(key, facts[key], tuple(pts), changes, raises, segs, _since(key, groups, idents)))
-    out.sort(key=lambda s: (-len(s.points), s.key.label()))
-    return History(tuple(out), dict(left))
+    out.sort(key=lambda s: (-len(s.points), s.key.figure != "", s.key.label()))
+    return History(tuple(out), dict(left), alpha=rules.alpha, series_alpha=each.alpha)
 
 
 def _since(key: SeriesKey, groups: Mapping[SeriesKey, list[Point]],

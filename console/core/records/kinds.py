@@ -53,7 +53,7 @@ NOISE = KindRecord("noise", "main against itself, interleaved, for the node's pa
                    compares=False, decides=False, raises="node-noise", main_series=True)
 BISECT = KindRecord("bisect", "a bisection's step: a midpoint against the good end", "speed", looks_back=True)
 MATRIX = KindRecord("matrix", "main against a candidate over every cell of the profile's [matrix]", "cells",
-                    looks_back=True, pools=False, raises="pins", per_cell=True)
+                    looks_back=True, pools=False, raises="pins", per_cell=True, main_series=True)
 SWEEP = KindRecord("sweep", "both builds' servers over load levels, measured, not decided", "none",
                    decides=False, sealed=False, exports=("sweep-page",))
 

@@ -114,11 +114,17 @@ def best_split(logs: Sequence[float], start: int, end: int, rules: Rules) -> Cha
         return None
     p, at = min((_pooled_p(logs[start:a], logs[a:end]), a) for a in splits)
     before, after = logs[start:at], logs[at:end]
+    change, low, high = sized(before, after, 1.0 - rules.alpha)
+    return ChangePoint(at=at, start=start, end=end, change=change, low=low, high=high,
+                       p=min(1.0, p * len(splits)), splits=len(splits), before=len(before), after=len(after))
+
+
+def sized(before: Sequence[float], after: Sequence[float], level: float) -> tuple[float, float, float]:
+    """exp(mean after − mean before) − 1 of two runs of log values, with its two-sided ``level``
+    Welch interval (each side needs two points)."""
     diff = sum(after) / len(after) - sum(before) / len(before)
-    half = _welch_half(before, after, 1.0 - rules.alpha)
-    return ChangePoint(at=at, start=start, end=end, change=math.expm1(diff), low=math.expm1(diff - half),
-                       high=math.expm1(diff + half), p=min(1.0, p * len(splits)), splits=len(splits),
-                       before=len(before), after=len(after))
+    half = _welch_half(before, after, level)
+    return math.expm1(diff), math.expm1(diff - half), math.expm1(diff + half)
 
 
 def detect(values: Sequence[float], rules: Rules = Rules()) -> list[ChangePoint]:
