@@ -24,7 +24,7 @@ from console.results.saved import select_sources
 from browser import dom, inked, screenshot
 from core.receipts import MAIN, make_receipt
 
-STEP_AT = 12
+STEP_AT = 6
 WOBBLE = [0.004, -0.003, 0.002, -0.001, 0.003, -0.004]
 HREF = re.compile(r'href="([^"#]+)"')
 
@@ -49,9 +49,9 @@ def _publish(ledger: Path, site: Path, alarm: bool = True) -> tuple:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """24 rounds, main 8 % slower from round 12 on, each main a commit; published once (a page per round)."""
+    """12 rounds, main 8 % slower from round 6 on, each main a commit; published once (a page per round)."""
     top = tmp_path_factory.mktemp("site")
-    for k in range(24):
+    for k in range(12):
         _seal(top / "ledger", k, 1.0 if k < STEP_AT else 0.92)
     h, index = _publish(top / "ledger", top / "site")
     return top, h, index
@@ -68,9 +68,9 @@ def test_one_plot_per_series_and_every_point_links_to_its_rounds_page(site):
             assert f'<a href="receipts/{p.receipt}.html"><title>{p.round_id}: ' in page
             assert (index.parent / "receipts" / f"{p.receipt}.html").is_file()
     hrefs = HREF.findall(page)
-    assert len(hrefs) >= 48 and all(not h_.startswith(("/", "file:", "http")) for h_ in hrefs)
+    assert len(hrefs) >= 24 and all(not h_.startswith(("/", "file:", "http")) for h_ in hrefs)
     assert all((index.parent / h_).is_file() for h_ in hrefs)
-    assert len(list((index.parent / "receipts").iterdir())) == 24
+    assert len(list((index.parent / "receipts").iterdir())) == 12
 
 
 def test_the_change_point_its_size_and_the_command_to_bisect_are_shown(site):
@@ -79,7 +79,7 @@ def test_the_change_point_its_size_and_the_command_to_bisect_are_shown(site):
     c = h.series[0].changes[0]
     assert c.point.at == STEP_AT and page.count(f"round {STEP_AT}: <b>{c.point.change:+.1%}</b>") == 2
     assert f"console bisect --good /repos/engine@{STEP_AT - 1:040x} --bad /repos/engine@{STEP_AT:040x}" in page
-    assert f"12 rounds before (the last <a href=\"receipts/{c.before.receipt}.html\">{c.before.round_id}</a>)" in page
+    assert f"{STEP_AT} rounds before (the last <a href=\"receipts/{c.before.receipt}.html\">{c.before.round_id}</a>)" in page
     assert 'class="alarm fired"' in page and "2 regression(s) in 2 watched series" in page
     assert f"each series is searched at {h.series_alpha:.3g}" in page and html.escape(cp.METHOD) in page
 
@@ -101,13 +101,13 @@ def test_publishing_again_renders_only_the_rounds_sealed_since(site, tmp_path):
     kept = pages / f"{h.series[0].points[0].receipt}.html"
     kept.write_text("an existing page")       # a page already there is never rendered again
     before = {f.name: f.stat().st_mtime_ns for f in pages.iterdir()}
-    new = {_seal(tmp_path / "ledger", k, 0.92) for k in (24, 25)}
+    new = {_seal(tmp_path / "ledger", k, 0.92) for k in (12, 13)}
     h2, index = _publish(tmp_path / "ledger", tmp_path / "site")
     after = {f.name: f.stat().st_mtime_ns for f in pages.iterdir()}
     assert set(after) == set(before) | {f"{rid}.html" for rid in new}
     assert all(after[name] == t for name, t in before.items()) and kept.read_text() == "an existing page"
     assert all(f'href="receipts/{rid}.html"' in index.read_text() for rid in new)
-    assert len(h2.series[0].points) == 26
+    assert len(h2.series[0].points) == 14
 
 
 def test_a_quiet_history_without_its_receipts_says_so_and_links_nowhere(tmp_path):
