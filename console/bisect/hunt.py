@@ -13,6 +13,7 @@ from ..engine.ranges import Item
 from ..errors import ConsoleError, UsageError
 from ..profile import Profile, load_profile
 from .record import BisectRecord
+from .rounds import REUSED
 from .setup import items_of, with_metric
 
 # One bisection, as `console bisect` runs it: the profile, the range's items, the results directory
@@ -27,7 +28,7 @@ def culprit_of(h: Hunt, r: BisectRecord, out: Path, note: str = "") -> Culprit:
         found = str(r.items[r.first_bad]["label"])
     elif r.result == "suspects":
         found = "one of " + ", ".join(str(r.items[i]["label"]) for i in r.suspects)
-    measured = sum(1 for s in r.steps if s.receipt and not s.note.startswith("decided by the earlier step"))
+    measured = sum(1 for s in r.steps if s.receipt and not s.note.startswith(REUSED))
     return Culprit(h, r.result or "interrupted", found, len(r.steps), measured,
                    round(sum(s.minutes or 0.0 for s in r.steps), 2),
                    "; ".join(x for x in (r.sentence, note) if x), str(r.path(out)))

@@ -21,6 +21,7 @@ from ..round.follow import follow
 from ..round.kinds import Bisect
 
 
+REUSED = "decided by the earlier step"     # a step's note when the ledger already decided it
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")     # a compiler's colours in its error line
 
 
@@ -70,7 +71,7 @@ def _step_of(rnd: Round, failed: list[ev.BuildFailed], minutes: float, out: Path
     if rnd.decided_by is not None:
         rid, round_id, outcome, _ = rnd.decided_by
         earlier = store.ledger_receipts(out).get(rid)
-        return _figures(earlier, base, rid, round_id, f"decided by the earlier step {round_id}: nothing measured again")
+        return _figures(earlier, base, rid, round_id, f"{REUSED} {round_id}: nothing measured again")
     if rnd.sealed is not None:
         rid = Path(rnd.receipt_path).stem if rnd.receipt_path else ""
         return _figures(rnd.sealed, base, rid, rnd.round_id, "")

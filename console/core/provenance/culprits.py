@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from console.core.provenance import watched
 from console.core.provenance.history import Change, History, Series
 
 
@@ -56,7 +57,7 @@ def _why_not(s: Series, c: Change) -> str:
         if c.before.source == c.after.source:
             return "main's source is the same on both sides: the node or its load moved, not main"
         return "main was a directory on one side or both: there are no commits or releases to order"
-    if s.key.figure and not s.key.figure.startswith("guard["):
+    if not watched.bisectable(s.key.figure):
         return (f"{s.key.figure} is not a figure `console bisect` decides (it bisects the scored metric or a "
                 "guard's): bisect the scored metric's change point at the same rounds, if there is one")
     return ""

@@ -163,19 +163,8 @@ def points_of(src: Source) -> list[tuple[SeriesKey, Mapping[str, Any], Point, id
         out.append((key, fp.facts, Point(sealed_at=src.sealed_at, round_id=r.round_id, receipt=src.receipt_id or "",
                                          value=value, reps=len(x.values), source=source,
                                          tree=str(main.tree_sha256 or "") if main else "",
-                                         pin=_pin(r, x), ordered=bool(main and main.source.ordered)), ident))
+                                         pin=x.pin, ordered=bool(main and main.source.ordered)), ident))
     return out
-
-
-def _pin(r: Receipt, x: watched.Reading) -> float:
-    """The pin in force for the figure: the frontier for the scored metric, a cell's or a guard's own."""
-    if x.figure == "":
-        return float(r.lock.frontier or 0.0)
-    if x.figure.startswith("cell[") and x.figure.endswith("]"):
-        return float(r.lock.cells.get(x.figure[5:-1]) or 0.0)
-    if x.figure.startswith("guard[") and x.figure.endswith("]"):
-        return float((r.lock.guards or {}).get(x.figure[6:-1]) or 0.0)
-    return 0.0
 
 
 def series_of(sources: Iterable[Source], rules: cp.Rules, metric: str | None = None) -> History:

@@ -30,6 +30,7 @@ class Reading:
     depth: int
     tokens: int
     values: tuple[float, ...]
+    pin: float = 0.0            # the pin in force for it: the frontier, or the cell's or the guard's own
 
     @property
     def lower_is_better(self) -> bool:
@@ -41,18 +42,26 @@ def lower_is_better(metric: str) -> bool:
     return metric in LATENCIES
 
 
+def bisectable(figure: str) -> bool:
+    """Whether `console bisect` decides the figure: the scored metric or a guard's (not a latency or a cell)."""
+    return figure == "" or figure.startswith("guard[")
+
+
 def _positive(xs) -> tuple[float, ...]:
     return tuple(float(x) for x in xs if finite(x) and x > 0)
 
 
-def _shapes(r: Receipt) -> list[tuple[str, str, str, int, int]]:
-    """(figure, phase, metric, depth, tokens) of each shape main was timed at."""
-    bench = r.profile.bench
+def _shapes(r: Receipt) -> list[tuple[str, str, str, int, int, float]]:
+    """(figure, phase, metric, depth, tokens, pin in force) of each shape main was timed at."""
+    bench, lock = r.profile.bench, r.lock
     metric = str(bench.get("metric") or "")
-    out = [("", "timed", metric, int(bench.get("depth") or 0), int(bench.get("tokens") or 0))]
+    out = [("", "timed", metric, int(bench.get("depth") or 0), int(bench.get("tokens") or 0),
+            float(lock.frontier or 0.0))]
     if r.profile.matrix is not None:
-        out += [(f"cell[{c.key}]", c.phase, c.metric, c.depth, c.tokens) for c in r.profile.matrix.cells]
-    out += [(f"guard[{g.name}]", f"guard:{g.name}", g.metric or metric, g.depth, g.tokens) for g in r.rules.guards]
+        out += [(f"cell[{c.key}]", c.phase, c.metric, c.depth, c.tokens, float(lock.cells.get(c.key) or 0.0))
+                for c in r.profile.matrix.cells]
+    out += [(f"guard[{g.name}]", f"guard:{g.name}", g.metric or metric, g.depth, g.tokens,
+             float((lock.guards or {}).get(g.name) or 0.0)) for g in r.rules.guards]
     return out
 
 
@@ -69,11 +78,11 @@ def readings(r: Receipt) -> list[Reading]:
     """Every figure of main this round counted, in a fixed order (scored, cells, guards)."""
     c = counting.counted(r, r.rules)
     out: list[Reading] = []
-    for figure, phase, metric, depth, tokens in _shapes(r):
+    for figure, phase, metric, depth, tokens, pin in _shapes(r):
         reps = c.valid.get(("main", phase), [])
         values = _positive(rep.value for rep in reps)
         if values:
-            out.append(Reading(figure, metric, depth, tokens, values))
+            out.append(Reading(figure, metric, depth, tokens, values, pin))
         if r.profile.serves:
             out += _latencies(figure, reps, depth, tokens)
     return out
