@@ -132,6 +132,8 @@ bench: setup
 	$(BIN)/python benchmarks/round_overhead.py
 	$(BIN)/python benchmarks/tui_latency.py
 	$(BIN)/python benchmarks/load_client.py
+	$(BIN)/python benchmarks/clock_cost.py --echo
+	$(BIN)/python benchmarks/shortlist_odds.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

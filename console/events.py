@@ -272,6 +272,25 @@ class WorkloadCommitted(Event):
 
 
 @dataclass
+class SectionCommitted(Event):
+    """A timed section is drawn (core.records.section): its seed's sha256, journaled before either
+    build runs it; the seed is revealed when the timed stage is over (``SectionRevealed``)."""
+    kind: ClassVar[str] = "section_committed"
+    phase: str
+    index: int
+    commitment: str
+
+
+@dataclass
+class SectionRevealed(Event):
+    """The timed stage is over: a drawn section's seed, which re-derives every id handed over."""
+    kind: ClassVar[str] = "section_revealed"
+    phase: str
+    index: int
+    seed: str
+
+
+@dataclass
 class PlanReady(Event):
     """Before the timed reps: what this node can decide within the budget (``sequential.Preview``)."""
     kind: ClassVar[str] = "plan_ready"

@@ -4,7 +4,8 @@ main and the candidates that claim a speed effect are built with the host gcc fr
 of images/demo-engine (a candidate with its patch applied by `git apply`, as
 tests/test_demo_engine.py builds them) and run directly, in seek mode, interleaved: each rep runs
 main and every candidate at one depth back to back, in the opposite order on odd reps, and a
-candidate's ratio is its decode tokens/s over main's in the same rep. The effects are work (the
+candidate's ratio is its decode tokens/s (on the console's clock, through the handover) over
+main's in the same rep. The effects are work (the
 same arithmetic in fewer instructions, or extra passes over main's code), so none of them should
 shrink below half its stated size on any node; a node where one does would let a demo round
 reach the wrong verdict. About ten seconds in all; a busy neighbour on a 2-core node was seen to
@@ -12,16 +13,18 @@ move a ratio by up to ten per cent, well inside the margin of half an effect eac
 """
 from __future__ import annotations
 
-import json
 import platform
 import shutil
 import statistics
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_demo_engine import _build     # one way to build a variant of the demo engine
+from test_demo_engine import VOCAB, _build, doc_chunks  # one way to build and feed the demo engine
+
+from console.runtime.handover import drive, make_fifos
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "profiles" / "demo" / "document.tok"
@@ -43,12 +46,18 @@ pytestmark = [pytest.mark.slow,
 
 
 def _tok_s(engine: Path, depth: int, out: Path) -> float:
-    """One bench run's decode tokens/s; its final logits are left in `out`."""
-    r = subprocess.run([str(engine), "bench", "--depth", str(depth), "--tokens", str(TOKENS[depth]),
-                        "--context", "seek", "--doc", str(DOC), "--out", str(out)],
-                       capture_output=True, text=True, check=True)
-    line, = (ln for ln in r.stdout.splitlines() if ln.startswith("BENCH_RESULT "))
-    return float(json.loads(line[len("BENCH_RESULT "):])["value"])
+    """One bench run's decode tokens/s on the console's clock; its final logits are left in
+    `out`/final_logits.f32."""
+    hdir = make_fifos(out / "handover")
+    proc = subprocess.Popen([str(engine), "bench", "--depth", str(depth), "--tokens", str(TOKENS[depth]),
+                             "--context", "seek", "--doc", str(DOC), "--handover", str(hdir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    h = drive(hdir, doc_chunks(depth, TOKENS[depth]), VOCAB, lambda: proc.poll() is not None,
+              time.monotonic() + 120)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and h.error is None, (h.error, err)
+    (out / "final_logits.f32").write_bytes(h.logits)
+    return TOKENS[depth] / h.section_s
 
 
 def _cpu() -> str:
@@ -64,7 +73,7 @@ def _cpu() -> str:
 @pytest.fixture(scope="module")
 def timed(tmp_path_factory) -> tuple[dict[tuple[str, int], list[float]], Path]:
     """Each (candidate, depth)'s per-rep ratios of tokens/s to main's, and the folder holding
-    each build's final logits at each depth (`<build>-<depth>/bench_logits.npy`)."""
+    each build's final logits at each depth (`<build>-<depth>/final_logits.f32`)."""
     base = tmp_path_factory.mktemp("demo-speed")
     with ThreadPoolExecutor(max_workers=2) as pool:
         engines = dict(zip(BUILDS, pool.map(lambda v: _build(v, base), BUILDS)))
@@ -98,5 +107,5 @@ def test_the_timed_runs_computed_what_main_computed(timed, candidate, depth):
     # 4096 + 32: slower's second pass, mixed's second step): the work changes the time, never
     # the logits
     base = timed[1]
-    assert (base / f"{candidate}-{depth}" / "bench_logits.npy").read_bytes() == \
-        (base / f"main-{depth}" / "bench_logits.npy").read_bytes()
+    assert (base / f"{candidate}-{depth}" / "final_logits.f32").read_bytes() == \
+        (base / f"main-{depth}" / "final_logits.f32").read_bytes()

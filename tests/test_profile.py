@@ -54,7 +54,7 @@ def test_rules_round_trip_through_a_receipt_table():
     (lambda t: t.replace("rows = 64", "rows = 65"), "parity.rows", "at most the smallest depth (64)"),
     (lambda t: t.replace('memory = "512m"', 'memory = "lots"'), "run.memory", "a size like"),
     (lambda t: t.replace("scored_path_depth = 1024", "scored_path_depth = 1000"), "parity.scored_path_depth", "one of parity.depths"),
-    (lambda t: t.replace('"--out", "{out}"]\nmetric', '"--out", "{outdir}"]\nmetric'), "bench.command", "unknown placeholder {outdir}"),
+    (lambda t: t.replace('"--out", "{out}", "--handover"', '"--out", "{outdir}", "--handover"'), "bench.command", "unknown placeholder {outdir}"),
     (lambda t: t.replace('[image]\nbase = "bench-console/base:bookworm-gcc"\n', "[image]\n"), "image.base", "missing"),
     (lambda t: t.replace("bands = { s = 0.035, m = 0.06", "bands = { s = 0.07, m = 0.06"), "gate.bands", "strictly increasing"),
     (lambda t: t + "\n[extra]\nx = 1\n", "extra", "unknown key"),

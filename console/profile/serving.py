@@ -157,8 +157,9 @@ class ServerGrade:
         "nats a served token's logit may be below the reference's argmax (a near-tie) and still agree")] = 1.0
     gap_max: Annotated[Num, within(0.0, 20.0), key(
         "the bar on a build's mean gap: nats its served tokens are below the reference's argmax on average")] = 0.10
-    gap_floor: Annotated[Num, within(0.0, 20.0), key(
-        "the candidate's mean gap is ratcheted against main's (gate.ratchet) only from this many nats")] = 0.05
+    ratchet: Annotated[Num, within(1.0, 100.0), key(
+        "on the same requests, the candidate's mean gap and share of tokens off the reference's choice may "
+        "reach this x main's own (at its upper bound) before they are decidedly worse")] = 3.0
     false_reject: Annotated[Num, within(1e-6, 0.5), key(
         "the rate at which a candidate whose servers depart no more often than main's is rejected")] = 0.01
 

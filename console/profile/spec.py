@@ -24,7 +24,7 @@ from ..core.records.matrix import MatrixSpec
 from ..core.decisions.queue import QueueRules
 from ..core.records.receipt import ProfileRecord
 from ..core.records.rules import GateRules, Guard
-from .checks import (CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, USER, Check, ExistingFile, Int,
+from .checks import (Bool, CDI_DEVICES, COMPONENTS, IMAGE_ID, NONEMPTY, SHA256, SIZE, USER, Check, ExistingFile, Int,
                      Num, Place, Str, Strs, argv, increasing, key, loading, refuse, within)
 
 TABLE = ConfigDict(extra="forbid")      # an unknown key is an error that names it
@@ -41,7 +41,8 @@ BENCH_RESULT, LLAMA_BENCH = "bench_result", "llama-bench"
 ADAPTER_NAMES = (BENCH_RESULT, LLAMA_BENCH)
 AdapterName = Literal[ADAPTER_NAMES]
 COMMON_PLACEHOLDERS = {"threads", "model"}
-BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill", "repeat"} | COMMON_PLACEHOLDERS
+BENCH_PLACEHOLDERS = {"depth", "tokens", "context", "doc", "out", "metric", "fill", "repeat",
+                      "handover"} | COMMON_PLACEHOLDERS
 PARITY_PLACEHOLDERS = {"doc", "depths", "rows", "out"} | COMMON_PLACEHOLDERS
 TOKENIZE_PLACEHOLDERS = {"text", "out"} | COMMON_PLACEHOLDERS
 REFERENCE_PLACEHOLDERS = PARITY_PLACEHOLDERS | {"python", "profile_dir"}
@@ -281,6 +282,15 @@ class BenchSpec:
     min_seconds: Annotated[Num, within(0), key(
         "engine seconds each timed run must reach: the console repeats the timed section within the run "
         "({repeat}), sized once per round from full-length warm-ups (for fast devices)", "0: one section per run")] = 0.0
+    self_timed_tier: Annotated[Bool, key(
+        "a bench that times itself (its command takes no {handover}) may still earn a tier; say why in a "
+        "comment: its figure is the engine's own claim", "false: a self-timed round is decided, and earns no tier")] = False
+
+    @property
+    def console_timed(self) -> bool:
+        """Whether the console's clock times the section (the command takes ``{handover}``), or the
+        engine's own report is the figure (a self-timed bench, such as llama-bench)."""
+        return any("{handover}" in a for a in self.command)
 
     @property
     def serves(self) -> bool:

@@ -99,7 +99,11 @@ class GateTable(Table):
     differential_margin: Annotated[Num, within(0.0), key(
         "a reported rate may exceed the long-minus-short wall-clock rate by this share")] = _G.differential_margin
     overhead_margin: Annotated[Num, within(0.0), key(
-        "candidate's fixed cost per run over main's, as a share of main's run")] = _G.overhead_margin
+        "candidate's fixed cost per section over main's, as a share of main's timed section (the console's "
+        "clock; a self-timed bench: of main's run)")] = _G.overhead_margin
+    clock_margin: Annotated[Num, within(0.0, 1.0), key(
+        "the engine's own timing of a section may fall this share under the console's clock (the handover's "
+        "cost) before its clock is refused as not the one that timed the work")] = _G.clock_margin
     seek_memory_fraction: Annotated[Num, within(0.0, 1.0), key(
         "a seek's peak memory must cover this share of depth x seek_bytes_per_position")] = _G.seek_memory_fraction
     guards: Annotated[tuple[GuardTable, ...], key("other depths that may not regress ([[gate.guards]])")] = ()

@@ -14,6 +14,7 @@ from ..core.records import parity as P
 from ..core.records import receipt as R
 from ..core.records import adjudication as A
 from ..core.records import facts as H
+from ..core.records import section as S
 from ..core.records import recorded
 from ..core.records.recorded import Part
 from ..core.records import verdict as V
@@ -34,7 +35,8 @@ TYPES = [
     ("receipt.parity.timed_path", R.TimedPath), ("receipt.parity.timed_path.candidate[]", R.TimedPathRep),
     ("receipt.parity.adjudication", A.Adjudication), ("receipt.parity.adjudication.variants[]", A.Variant),
     ("receipt.accuracy", R.AccuracyRecord), ("receipt.accuracy.<side>", R.AccuracySide),
-    ("receipt.reps[]", R.Rep), ("receipt.summary.<build>", R.Figures), ("receipt.seal", H.Seal),
+    ("receipt.reps[]", R.Rep), ("receipt.sections[]", S.SectionDraw), ("receipt.summary.<build>", R.Figures),
+    ("receipt.seal", H.Seal),
     ("verdict", V.Verdict), ("verdict.reasons[]", V.Reason),
     ("verdict.warnings[]", V.Caveat), ("verdict.speed", V.Speed),
 ]

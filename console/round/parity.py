@@ -133,6 +133,8 @@ def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
     reference for a seeked context, so main measured in this round is the basis.
     """
     p = b.profile
+    if b.sections is not None:
+        return handed_over(b, outputs, notice)
     out = TimedPath(depth=p.bench.depth, tokens=p.bench.tokens)
     mains, cands = outputs.get("main") or [], outputs.get("candidate") or []
     if not mains or not cands:
@@ -163,6 +165,45 @@ def timed_path(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]],
         notice("info", "timed-path", f"every candidate timed rep ({len(cands)}) agrees with main's "
                f"at depth {p.bench.depth}")
     return out
+
+
+def handed_over(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]], notice: ev.Notify) -> TimedPath:
+    """Every candidate run of a handed-over section against main's run of the same section: the final
+    row's logits (KL, top-1) and the answer to every chunk (argmax agreement)."""
+    p = b.profile
+    out = TimedPath(depth=p.bench.depth, tokens=p.bench.tokens, basis="section")
+    mains = {(rep.phase, rep.index): d for rep, d in outputs.get("main") or []}
+    cands = outputs.get("candidate") or []
+    if not mains or not cands:
+        out.error = "no timed rep of " + ("main" if not mains else "the candidate") + " ran in this session"
+        return out
+    for rep, d in cands:
+        row = TimedPathRep(index=rep.index, attempt=rep.attempt, phase=rep.phase)
+        base = mains.get((rep.phase, rep.index))
+        try:
+            if base is None:
+                raise parity.ParityInputError(f"main has no {rep.phase} rep {rep.index} to compare with")
+            g = parity.grade_row(protocol.read_row_logits(base / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES),
+                                 protocol.read_row_logits(d / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES))
+            row.kl, row.top1 = g.kl, g.top1
+            row.acks_agree = _agreement(base / "acks.txt", d / "acks.txt")
+        except (parity.ParityInputError, OSError, ValueError) as e:
+            row.error = f"{rep.phase} rep {rep.index}: {e}"
+        out.candidate.append(row)
+    if bad := parity_grade.handed_over_problems(out.candidate, p.gate):
+        notice("error", "timed-path", f"the candidate's runs computed something else than main's runs of the same "
+               f"sections: {bad[0].message}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+    else:
+        notice("info", "timed-path", f"the candidate's runs ({len(cands)}) answered their sections as main's did")
+    return out
+
+
+def _agreement(main_acks: Path, cand_acks: Path) -> float:
+    """The share of chunks whose answer (argmax) is main's."""
+    a, c = main_acks.read_text().split(), cand_acks.read_text().split()
+    if len(a) != len(c) or not a:
+        raise ValueError(f"{len(c)} answers against main's {len(a)}")
+    return sum(x == y for x, y in zip(a, c)) / len(a)
 
 
 def new_record(b: Bench, meta: dict | None = None, backend: BackendCheck | None = None) -> ParityRecord:

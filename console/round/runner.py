@@ -35,6 +35,7 @@ from .inputs import check_model, check_protected, reference_meta, same_as_main, 
 from .node import backend, check_backend, node_facts, refuse_unfit, use_gpus
 from .plan import RoundConfig, check_pins, new_round_id, plan_record
 from .schedule import DOC_NAME
+from .sections import Sections
 from .reps import Bench
 from .measure import measure_of
 from .serving.servers import Servers
@@ -199,7 +200,14 @@ class Round(Lifecycle):
         return Bench(rt=self._runtime, builds=builds, src_dirs={b: s.dir for b, s in snaps.items()},
                      inputs=work / "inputs", work=work, gpus=self._gpus, tele=self._tele,
                      preflight=receipt.preflight, profile=self.p, models={f.name: f.path for f in self.p.model},
-                     keep_work=self.cfg.keep_work)
+                     keep_work=self.cfg.keep_work, sections=self._sections(work))
+
+    def _sections(self, work: Path) -> Sections | None:
+        """What the console hands over to a console-timed bench (None: a self-timed bench, or a server)."""
+        if self.p.serving or not self.p.bench.console_timed:
+            return None
+        doc = [int(t) for t in (work / "inputs" / DOC_NAME).read_bytes().split()]
+        return Sections(doc, self.p.parity.vocab, self.emit)
 
     # --- steps -----------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core.statistics import stats
 from ..profile import Profile
-from ..runtime.base import INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
+from ..runtime.base import HANDOVER_ROOT, INPUTS_ROOT, MODEL_ROOT, OUT_ROOT
 
 DOC_NAME = "document.tok"
 
@@ -94,7 +94,8 @@ def make_schedule(p: Profile, pairs: int, repeat: int = 1) -> list[Item]:
 def fill(template: tuple[str, ...], p: Profile | None = None, **values: str) -> list[str]:
     """A command with its placeholders filled; with ``p``, also those every command may use."""
     if p is not None:
-        values = {"threads": str(p.run.threads), "model": MODEL_ROOT, "fill": p.bench.fill, **values}
+        values = {"threads": str(p.run.threads), "model": MODEL_ROOT, "fill": p.bench.fill, "handover": HANDOVER_ROOT,
+                  **values}
     return [part.format(**values) for part in template]
 
 

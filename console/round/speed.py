@@ -44,6 +44,12 @@ class Speed:
             done = {}
             self._notice("warn", "blocks-anew", "a resumed serving round measures its blocks anew: the "
                          "interrupted round's served tokens and workload seed are not kept")
+        elif done and b.sections is not None:
+            # a pair half run before the interruption would pair two different sections, and what the
+            # runs answered (checked against main's) was in the interrupted round's work directory
+            done = {}
+            self._notice("warn", "reps-anew", "a resumed round measures its reps anew: the sections the "
+                         "interrupted round handed over and what its runs answered are not kept")
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
         for f in b.inputs.iterdir():
             f.read_bytes()
@@ -56,7 +62,9 @@ class Speed:
 
         def record(rep: Rep, out_dir: Path) -> None:
             receipt.reps.append(rep)
-            if rep.phase == self.long_phase and rep.status in ("ok", "suspect"):
+            # a console-timed round checks every handed-over section against main's; else the long runs'
+            checked = rep.phase == self.long_phase or (b.sections is not None and rep.phase != "warmup")
+            if checked and rep.status in ("ok", "suspect"):
                 timed_outputs.setdefault(rep.build, []).append((rep, out_dir))
 
         def run(items: list[Item]) -> None:
@@ -80,6 +88,8 @@ class Speed:
         else:
             run(schedule_tail(p, len(head) + 2 * pairs))
         self.check_sized(receipt)
+        if b.sections is not None:
+            receipt.sections = b.sections.reveal_all()
         return timed_outputs
 
     def size(self, receipt: Receipt, resumed: list[Rep]) -> int:
@@ -91,9 +101,8 @@ class Speed:
             receipt.sizing = sizing.Sizing(self.p.bench.min_seconds, resumed[0].repeat, None,
                                            "kept from the timed reps before the interruption")
             return resumed[0].repeat
-        probes = [(r.build, float(r.reported["elapsed_s"])) for r in receipt.reps
-                  if r.phase == "warmup" and r.status in ("ok", "suspect") and r.reported
-                  and isinstance(r.reported.get("elapsed_s"), (int, float))]
+        probes = [(r.build, section_time(r)) for r in receipt.reps
+                  if r.phase == "warmup" and r.status in ("ok", "suspect") and section_time(r) is not None]
         s = sizing.size_repeats(self.p.bench.min_seconds, probes)
         receipt.sizing = s
         self._notice("info", "sized", f"timed runs repeat their section {s.repeat} time(s): {s.basis}")
@@ -102,8 +111,8 @@ class Speed:
     def check_sized(self, receipt: Receipt) -> None:
         if not receipt.sizing:
             return
-        short = sizing.short_of(receipt.sizing, [float(r.reported["elapsed_s"]) for r in receipt.reps
-                                                 if r.phase == "timed" and r.status == "ok" and r.reported])
+        short = sizing.short_of(receipt.sizing, [t for r in receipt.reps if r.phase == "timed" and r.status == "ok"
+                                                 and (t := section_time(r)) is not None])
         receipt.sizing = replace(receipt.sizing, reached=short is None)
         if short:
             self._notice("warn", "under-sized", short)
@@ -188,3 +197,12 @@ class Speed:
         receipt.reps.extend(earlier)
         # a resumed round warms up again: the node went cold
         return len(earlier) if item.phase == "warmup" else None
+
+
+def section_time(r: Rep) -> float | None:
+    """A run's timed section: the console's clock where it handed the section over, else the engine's
+    own report (a self-timed bench)."""
+    if r.section_s is not None:
+        return r.section_s
+    x = (r.reported or {}).get("elapsed_s")
+    return float(x) if isinstance(x, (int, float)) else None

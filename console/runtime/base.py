@@ -24,6 +24,7 @@ INPUTS_ROOT = "/inputs"
 OUT_ROOT = "/out"
 MODEL_ROOT = "/model"       # model files, each mounted read-only under its profile name
 HARNESS_ROOT = "/harness"   # the profile's harness source, built after the engine
+HANDOVER_ROOT = "/handover"  # a bench run's two FIFOs (runtime.handover), mounted read-only
 
 
 
@@ -56,6 +57,7 @@ class RunResult:
     killed_reason: str | None = None    # "timeout" | "output limit" | "aborted"
     cpu_s: float | None = None          # the engine's CPU time, measured from outside
     telemetry: dict | None = None       # the watch's summary over the engine's own run
+    handover: "Handover | None" = None  # noqa: F821  the section the console timed (runtime.handover)
 
 
 @dataclass
@@ -108,7 +110,8 @@ class Runtime(Protocol):
               keep_cache: bool = False) -> BuildResult: ...  # keep_cache: may write the node's compiler cache
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: "RunSpec", label: str, gpus: bool = False,  # noqa: F821
-            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult: ...
+            watch: Watch | None = None, models: dict[str, str] | None = None,
+            handover: "Driver | None" = None) -> RunResult: ...  # noqa: F821
     def serve_address(self, port: int) -> tuple[str, int]: ...   # (host, port) a server listens on
     # a server sees its own tree, the model and its own output directory: never the round's inputs
     def serve(self, built: BuildResult, argv: list[str], *, port: int, src_dir: Path,

@@ -20,7 +20,8 @@ from ..errors import BuildError, CompilerMismatch, InfraError
 from ..paths import DOCKERFILE
 from ..profile import HarnessSpec, ImageSpec, RunSpec
 from . import compiler_cache
-from .base import (ENGINE_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
+from .handover import Driver
+from .base import (ENGINE_ROOT, HANDOVER_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Served, Watch, Watchdog, dir_bytes)
 
 LABEL = "bench-console"
@@ -462,8 +463,16 @@ class DockerRuntime:
     def serve(self, built: BuildResult, argv: list[str], **kw) -> Served:
         return serve(self, built, argv, **kw)
 
+    def _create(self, built: BuildResult, kwargs: dict, label: str):
+        try:
+            return self.client.containers.create(built.image_id, **kwargs)
+        except Exception as e:
+            raise InfraError(f"could not create a container for {label}: {_short(e)}",
+                             "Check the Docker daemon and that the image still exists.") from None
+
     def _container_config(self, argv: list[str], src_dir: Path, inputs_dir: Path | None, out_dir: Path, run: RunSpec,
-                          label: str, gpus: bool, models: dict[str, str] | None) -> dict:
+                          label: str, gpus: bool, models: dict[str, str] | None,
+                          handover_dir: Path | None = None) -> dict:
         """How a rep's container is locked down: what it sees, what it may write, its limits."""
         from docker.types import DeviceRequest, LogConfig, Mount
 
@@ -476,7 +485,9 @@ class DockerRuntime:
                     Mount(OUT_ROOT, str(out_dir), type="bind", read_only=False),
                     # weights: mounted read-only, never copied into a tree or an image
                     *[Mount(f"{MODEL_ROOT}/{name}", path, type="bind", read_only=True)
-                      for name, path in (models or {}).items()]],
+                      for name, path in (models or {}).items()],
+                    # a bench run's FIFOs: read-only keeps the directory, not the FIFOs, from its writes
+                    *([Mount(HANDOVER_ROOT, str(handover_dir), type="bind", read_only=True)] if handover_dir else [])],
             tmpfs={"/tmp": "size=16m"}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             pids_limit=run.pids, mem_limit=run.memory, memswap_limit=run.memory,
             nano_cpus=int(run.cpus * 1e9), environment=env, working_dir=ENGINE_ROOT,
@@ -492,15 +503,13 @@ class DockerRuntime:
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
+            watch: Watch | None = None, models: dict[str, str] | None = None,
+            handover: Driver | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(out_dir, 0o777)  # the run's non-root user must be able to write here
-        kwargs = self._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models)
-        try:
-            container = self.client.containers.create(built.image_id, **kwargs)
-        except Exception as e:
-            raise InfraError(f"could not create a container for {label}: {_short(e)}",
-                             "Check the Docker daemon and that the image still exists.") from None
+        kwargs = self._container_config(argv, src_dir, inputs_dir, out_dir, run, label, gpus, models,
+                                        handover.directory if handover is not None else None)
+        container = self._create(built, kwargs, label)
         with self._lock:
             self._current = container
         killed: list[str] = []
@@ -523,6 +532,8 @@ class DockerRuntime:
                 raise InfraError("aborted")
             t0 = time.monotonic()
             container.start()
+            if handover is not None:
+                handover.start(run.timeout_s)
             dog.start()
             if watch is not None:
                 monitor = watch(own_pids=_cgroup_pids_reader(container.id))
@@ -544,6 +555,7 @@ class DockerRuntime:
             if monitor is not None:
                 telemetry, monitor = monitor.stop(), None
             dog.stop()
+            section = handover.finish() if handover is not None else None
             if self._aborted.is_set() and not killed:
                 killed.append("aborted")
             try:
@@ -566,7 +578,7 @@ class DockerRuntime:
         return RunResult(exit_code=None if killed else exit_code, wall_s=wall, stdout=stdout, stderr=stderr,
                          timed_out=bool(killed and killed[0] == "timeout"), peak_mem_bytes=dog.peak,
                          out_bytes=dir_bytes(out_dir), killed_reason=killed[0] if killed else None,
-                         cpu_s=dog.cpu_s, telemetry=telemetry)
+                         cpu_s=dog.cpu_s, telemetry=telemetry, handover=section)
 
 
 def _serve_network(rt: "DockerRuntime"):

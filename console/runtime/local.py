@@ -24,7 +24,8 @@ from ..errors import BuildError, CompilerMismatch, InfraError
 from ..profile import HarnessSpec, ImageSpec, RunSpec
 from ..paths import cache_dir
 from . import compiler_cache
-from .base import (ENGINE_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
+from .handover import Driver
+from .base import (ENGINE_ROOT, HANDOVER_ROOT, HARNESS_ROOT, INPUTS_ROOT, LOG_TAIL_LINES, MODEL_ROOT, OUT_ROOT, SRC_ROOT, BuildResult,
                    LogSink, RunResult, Served, Watch, Watchdog, dir_bytes, parse_size)
 
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"}
@@ -252,11 +253,13 @@ class LocalRuntime:
 
     def run(self, built: BuildResult, argv: list[str], *, src_dir: Path, inputs_dir: Path,
             out_dir: Path, run: RunSpec, label: str, gpus: bool = False,
-            watch: Watch | None = None, models: dict[str, str] | None = None) -> RunResult:
+            watch: Watch | None = None, models: dict[str, str] | None = None,
+            handover: Driver | None = None) -> RunResult:
         out_dir.mkdir(parents=True, exist_ok=True)
         root = Path(built.root)
         model_dir = self._model_links(models)
-        args = [map_paths(a, root, inputs_dir, out_dir, model_dir) for a in argv]
+        args = [map_paths(a, root, inputs_dir, out_dir, model_dir,
+                          handover.directory if handover is not None else None) for a in argv]
         env = _run_env(built, run)
         mem = parse_size(run.memory)
 
@@ -279,6 +282,8 @@ class LocalRuntime:
                 return RunResult(exit_code=127, wall_s=0.0, stdout=b"", stderr=str(e).encode())
             with self._lock:
                 self._proc = proc
+            if handover is not None:
+                handover.start(run.timeout_s)
             killed: list[str] = []
             dog = Watchdog(lambda: _vm_hwm(proc.pid), out_dir, run.output_limit_mb << 20,
                            lambda: (killed.append("output limit"), _kill_group(proc))).start()
@@ -299,6 +304,7 @@ class LocalRuntime:
                 time.sleep(0.005)
             wall = time.monotonic() - t0
             telemetry = monitor.stop() if monitor is not None else None
+            section = handover.finish() if handover is not None else None
             proc.returncode = os.waitstatus_to_exitcode(status)
             _kill_group(proc)  # children that outlived their parent go too
             dog.stop()
@@ -314,13 +320,17 @@ class LocalRuntime:
         return RunResult(exit_code=None if killed else proc.returncode, wall_s=wall, stdout=stdout,
                          stderr=stderr, timed_out=bool(killed and killed[0] == "timeout"),
                          peak_mem_bytes=peak, out_bytes=dir_bytes(out_dir),
-                         killed_reason=killed[0] if killed else None, cpu_s=cpu, telemetry=telemetry)
+                         killed_reason=killed[0] if killed else None, cpu_s=cpu, telemetry=telemetry,
+                         handover=section)
 
 
-def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None, model: Path | None = None) -> str:
+def map_paths(text: str, root: Path, inputs: Path | None, out: Path | None, model: Path | None = None,
+              handover: Path | None = None) -> str:
     """Rewrite the fixed in-container roots to this build's directories."""
     table = [(ENGINE_ROOT, str(root / "engine")), (SRC_ROOT, str(root / "src")),
              (HARNESS_ROOT, str(root / "harness"))]
+    if handover is not None:
+        table.append((HANDOVER_ROOT, str(handover)))
     if model is not None:
         table.append((MODEL_ROOT, str(model)))
     if inputs is not None:

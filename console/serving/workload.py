@@ -3,9 +3,11 @@ file, optionally spread over time by Poisson arrivals, and hashed so a receipt p
 
 A document is public, and so is every slice of it: a server could compute the answers to all of
 them before it says it is ready. ``mix_drawn`` overwrites a few positions of each prompt (its last
-always) with ids drawn from the document's own vocabulary, so that the prompts a round can send are
-far too many to answer in advance (``prompt_space_log10`` says how many); the round's seed, drawn
-from the operating system when its blocks begin, picks which.
+always) with ids drawn from the whole vocabulary the tokenizer makes from text, so that the prompts a
+round can send are far too many to answer in advance (``prompt_space_log10`` says how many), and
+``plant_copies`` plants a drawn run the prompt ends by repeating, so the right answer is made of ids
+the document never uses; the round's seed, drawn from the operating system when its blocks begin,
+picks which.
 
 Nothing here touches the network; reading a workload file is the only I/O.
 """
@@ -145,6 +147,38 @@ def mix_drawn(requests: Sequence[Request], pool: Sequence[int], drawn: int, seed
         others = rng.choice(np.arange(keep, last), size=min(drawn - 1, last - keep), replace=False)
         for at in [last, *(int(x) for x in others)]:
             ids[at] = int(pool[int(rng.integers(len(pool)))])
+        out.append(replace(r, prompt=tuple(ids)))
+    return out
+
+
+COPY_MAX = 16       # ids of a planted run; the answer that copies it serves all but the first
+
+
+def copy_length(prompt_len: int, max_tokens: int, keep: int) -> int:
+    """Ids in the run planted in a prompt: up to COPY_MAX, one more than the answer asks (the prompt
+    ends on its first), and room for the run and its echo after ``keep``; 0 when fewer than 3 fit."""
+    m = min(COPY_MAX, max_tokens + 1, (prompt_len - keep - 2) // 2)
+    return m if m >= 3 else 0
+
+
+def plant_copies(requests: Sequence[Request], pool: Sequence[int], seed: int, keep: int = 1) -> list[Request]:
+    """Copies of ``requests`` each carrying a run of ids drawn from ``pool`` (the whole vocabulary the
+    tokenizer makes from text): placed after the first ``keep`` positions, with the prompt ending on the
+    run's first id. A model continues a sequence it has seen, so the reference's answer copies the
+    run's other ids: tokens the document never uses, which a server that computes only part of the
+    vocabulary cannot serve (a request departs unless every copied id is in its part)."""
+    rng = np.random.default_rng([seed, 0x0C0B1E])
+    out = []
+    for r in requests:
+        m = 0 if isinstance(r.prompt, str) else copy_length(len(r.prompt), r.max_tokens, keep)
+        if not m:
+            out.append(r)
+            continue
+        ids = list(r.prompt)
+        run = [int(pool[int(i)]) for i in rng.integers(len(pool), size=m)]
+        at = keep + int(rng.integers(len(ids) - 1 - m - keep))     # the run ends before the echo
+        ids[at:at + m] = run
+        ids[-1] = run[0]
         out.append(replace(r, prompt=tuple(ids)))
     return out
 

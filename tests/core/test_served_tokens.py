@@ -199,3 +199,39 @@ def test_a_revealed_seed_that_is_not_the_committed_one_is_infra_and_a_public_wor
     parity_grade.grade_server(type("P", (), {"server": ServedCheck(workload=bad)})(), reasons, [])
     [x] = [x for x in reasons if x.code == "workload-commitment"]
     assert x.build is None and "is not the one whose sha256" in x.message
+
+
+# --- decided against main on the same requests (receipts with ``paired``) ---------------------
+
+def paired(main: list[GradedRequest], cand: list[GradedRequest]) -> ServedGrade:
+    g = graded_like_parity(main, cand)
+    g.paired = True
+    return g
+
+
+def test_paired_the_newer_release_passes_and_a_systematically_worse_candidate_is_rejected_against_main():
+    # the same figures as the ratchet's tests above: an honest release about twice main's gap passes,
+    # because main's own gap (its server against its build) at its upper bound allows it
+    r = stk.rule(paired(near_ties("main", 23, 0.35), near_ties("candidate", 15, 0.45)))
+    assert r.candidate == [] and [x["figure"] for x in r.table["paired"]] == ["gap", "disagreement"]
+    r = stk.rule(paired(near_ties("main", 32, 0.6), near_ties("candidate", 8, 0.5)))
+    assert len(r.candidate) == 2 and all("on the same requests as main" in x for x in r.candidate), r.candidate
+    assert "more than 2x main's own 0.0187 nats" in r.candidate[0]
+
+
+def test_paired_figures_need_two_pairs_and_read_only_requests_both_builds_served():
+    main = near_ties("main", 32, 0.6, n=8)                  # one block: one pair
+    r = stk.rule(paired(main, near_ties("candidate", 2, 1.5, n=8)))
+    assert all(x["pairs"] == 1 for x in r.table["paired"]) and not any("same requests" in x for x in r.candidate)
+    # a candidate request main has no grade for is left out of the pair, not held against either build
+    extra = [req("candidate", [1.9] * 8, i) for i in range(48, 56)]
+    base = stk.paired(paired(near_ties("main", 32, 0.6), near_ties("candidate", 32, 0.6)))
+    with_extra = stk.paired(paired(near_ties("main", 32, 0.6), near_ties("candidate", 32, 0.6) + extra))
+    assert [p.to_dict() for p in base] == [p.to_dict() for p in with_extra]
+
+
+@settings(max_examples=60, deadline=None)
+@given(every=st.integers(2, 64), gap=st.floats(0.0, 1.9))
+def test_paired_never_rejects_a_candidate_that_served_what_main_served(every, gap):
+    g = paired(near_ties("main", every, gap), near_ties("candidate", every, gap))
+    assert not any("same requests" in x for x in stk.rule(g).candidate)

@@ -1,7 +1,8 @@
 """Every demo candidate through a real round on the real daemon: outcome and reasons.
 
 These are the adversaries of the gate: a genuine speedup, noise, a deep-context
-bug, a broken fast path, an inflated rate, a faked seek and a candidate that edits
+bug, a broken fast path, a candidate that computes ahead what it guesses the section is,
+a faked seek, a clock that runs slow, padded short sections and a candidate that edits
 the measuring apparatus. Each must end exactly as the gate's rules say.
 """
 from __future__ import annotations
@@ -54,8 +55,8 @@ def shared(tmp_path_factory, base_image):
     out = tmp_path_factory.mktemp("ledger")
     rounds = {"node-noise": run_demo(None, out, reps=6)}
     # a round stops once decided, or once a build's claims are refused (inflate, fake-seek)
-    budget = {"fast": None, "noise": 4, "inflate": None, "fake-seek": None}
-    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3)) for c in ("fast", "noise", "inflate", "fake-seek")})
+    budget = {"fast": None, "noise": 4, "inflate": 2, "fake-seek": None, "clock-skew": None, "pad-short": None}
+    rounds.update({c: run_demo(c, out, reps=budget.get(c, 3)) for c in budget})
     rounds["mixed"] = run_demo("mixed", out, reps=None, profile_path=DEMO_MATRIX)
     rounds["mixed-again"] = run_demo("mixed", out, reps=None, profile_path=DEMO_MATRIX)
     return out, rounds
@@ -77,7 +78,7 @@ def test_noise_round_measures_the_node_and_pins_it(shared):
 def test_rounds_of_the_same_main_share_its_image_by_build_key(shared):
     out, rounds = shared
     mains = [rnd.receipt["builds"]["main"] for rnd, _ in rounds.values() if rnd.receipt]
-    assert len(mains) == 6
+    assert len(mains) == 8
     assert len({m["image_id"] for m in mains}) == len({m["engine_sha256"] for m in mains}) == 1
     assert len({m["key"] for m in mains}) == 1
     # built at most once (by the first round, or by an earlier test on this node), reused after
@@ -168,14 +169,68 @@ def test_a_regression_is_decided_slower_and_a_rerun_measures_nothing(shared):
     assert not list((out / "journal").glob(f"{again.round_id}*"))      # nothing to resume either
 
 
-def test_inflate_is_refused_by_the_wall_clock_differential(shared):
+def test_every_rep_is_timed_by_the_console_on_a_section_drawn_after_it_was_committed(shared):
+    from console.core.records.section import chunks_of, commitment_of, run_length, section_tokens
+    rnd, events = shared[1]["fast"]
+    r = rnd.receipt
+    doc = [int(t) for t in (DEMO_PROFILE.parent / "demo" / "document.tok").read_text().split()]
+    counted = [x for x in r["reps"] if x["status"] == "ok" and x["phase"] != "scored_path"]
+    # the figure is the console's clock over the section; the engine's own timing sits beside it
+    assert counted and all(x["value"] == x["tokens"] / x["section_s"] for x in counted)
+    assert all(0.85 * x["section_s"] <= x["reported"]["elapsed_s"] <= 1.01 * x["section_s"] for x in counted)
+    assert all(x["section_s"] < x["wall_s"] for x in counted)        # the container's start is not timed
+    committed = {(e.phase, e.index): e.commitment for e in events if isinstance(e, ev.SectionCommitted)}
+    revealed = [e for e in events if isinstance(e, ev.SectionRevealed)]
+    sections = {(s["phase"], s["index"]): s for s in r["sections"]}
+    assert set(committed) == set(sections) == {(x["phase"], x["index"]) for x in counted}
+    for key, s in sections.items():
+        assert commitment_of(s["seed"]) == s["commitment"] == committed[key]
+    # every seed was revealed once the timed stage was over: after the last run it could be handed to
+    last_run = max(i for i, e in enumerate(events) if isinstance(e, ev.RepDone) and e.rep.phase != "scored_path")
+    first_reveal = min(i for i, e in enumerate(events) if isinstance(e, ev.SectionRevealed))
+    assert first_reveal > last_run and {(e.phase, e.index) for e in revealed} == set(sections)
+    # the seed re-derives what was handed over, one id per chunk: it ends on the run it drew
+    s = sections[("timed", 0)]
+    ids = section_tokens(s["seed"], doc, 2048, 192)[0]
+    n = run_length(192)
+    assert len(chunks_of("decode_tok_s", [ids])) == 192
+    assert any(ids[i:i + n - 1] == ids[192 - (n - 1):] for i in range(96))
+    # every candidate run answered its section as main's run of the same section did
+    assert verdict_of(events)["parity"]["timed_path"]["status"] == "pass"
+    tp = r["parity"]["timed_path"]
+    assert tp["basis"] == "section" and {x["phase"] for x in tp["candidate"]} >= {"timed", "short"}
+    assert all(x["acks_agree"] == 1.0 and x["kl"] == 0.0 for x in tp["candidate"])
+
+
+def test_inflate_computes_ahead_what_it_guessed_and_is_rejected_by_main_on_the_same_section(shared):
+    # it decodes the document's tokens before the handover, guessing the section, and skips the
+    # first 60 % of what it is handed: faster on the console's clock, wrong for the drawn section
     rnd, events = shared[1]["inflate"]
     v = verdict_of(events)
-    assert v["outcome"] == "rejected" and "claim-differential" in codes(v), v
-    assert v["tier"] is None
+    assert v["outcome"] == "rejected" and v["tier"] is None, v
+    assert codes(v) and codes(v) <= {"timed-path-kl", "timed-path-top1", "timed-path-answers"}, v["reasons"]
+    assert "against main's runs of the same sections" in v["reasons"][0]["message"]
+
+
+def test_a_clock_that_runs_slow_is_refused_by_the_console_clock(shared):
+    # clock-skew interposes clock_gettime in the engine's own code: its work and logits are main's,
+    # its own clock reads a third under the console's
+    rnd, events = shared[1]["clock-skew"]
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and codes(v) == {"claim-clock"}, v["reasons"]
+    assert v["tier"] is None and "under the console's" in v["reasons"][0]["message"]
+    cand = [x for x in rnd.receipt["reps"] if x["build"] == "candidate" and x["phase"] == "timed"]
+    assert cand and all(0.55 < x["reported"]["elapsed_s"] / x["section_s"] < 0.75 for x in cand)
     # refused claims end the verdict before the guards: none is measured
     assert not [r for r in rnd.receipt["reps"] if r["phase"].startswith("guard:")]
     assert "guards-skipped" in {e.code for e in events if isinstance(e, ev.Notice)}
+
+
+def test_short_sections_padded_are_refused_by_their_fixed_cost_per_section(shared):
+    rnd, events = shared[1]["pad-short"]
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and codes(v) == {"claim-overhead"}, v["reasons"]
+    assert "fixed cost per section" in v["reasons"][0]["message"]
 
 
 def test_fake_seek_is_refused_by_peak_memory_and_by_its_own_output(shared):
@@ -189,7 +244,7 @@ def test_ledger_verifies_and_rescore_under_new_bands_changes_labels(shared, tmp_
     out, _ = shared
     assert [p for p in store.verify_dir(out) if p.fatal] == []
     entries, _ = store.read_ledger(out)
-    assert len(entries) == 6
+    assert len(entries) == 8
     # the same rules with every band far out of reach: the accepted tier must change
     text = DEMO_PROFILE.read_text().replace("bands = { s = 0.035, m = 0.06, l = 0.10, xl = 0.18 }",
                                             "bands = { s = 5.0, m = 6.0, l = 7.0, xl = 8.0 }")

@@ -144,6 +144,25 @@ def test_a_lower_precision_kv_cache_drifts_under_the_bar_and_keeps_its_accuracy(
     assert [row["status"] for row in again] == [row["status"] for row in v["parity"]["depths"]]
 
 
+def test_a_library_that_interposes_the_harness_clock_is_refused_by_the_console_clock(llama, tmp_path):
+    # libllama defines the steady_clock::now() the harness links, taking a third of each llama_decode
+    # off it: the work, the logits and the wall clock are main's. The console's clock times the section
+    # it hands over, so the candidate gains nothing, and the engine's own clock, a third under the
+    # console's, names it. Only the clock is in question: no task accuracy, no guard, two pairs at most
+    lean = dataclasses.replace(llama, accuracy=None, gate=dataclasses.replace(llama.gate, guards=()))
+    rnd, events = run_round(lean, ("patch", str(LLAMA_CANDIDATES / "clock-interpose.patch")), tmp_path, reps=2)
+    v = verdict_of(events)
+    assert v["outcome"] == "rejected" and codes(v) == {"claim-clock"}, v["reasons"]
+    assert "under the console's" in v["reasons"][0]["message"]
+    for build, (lo, hi) in {"main": (0.9, 1.01), "candidate": (0.55, 0.8)}.items():
+        reps = [x for x in rnd.receipt["reps"] if x["build"] == build and x["phase"] in ("timed", "short")]
+        ratios = [x["reported"]["elapsed_s"] / x["section_s"] for x in reps]
+        assert reps and all(lo < r <= hi for r in ratios), (build, ratios)
+    # the decided figure is the console's: tokens over its own clock, for both builds
+    timed = timed_reps(rnd.receipt, "candidate") + timed_reps(rnd.receipt, "main")
+    assert timed and all(x["value"] == x["tokens"] / x["section_s"] for x in timed)
+
+
 @pytest.mark.untimed
 def test_a_wrong_rope_base_near_the_bar_is_rejected_by_the_adjudication(llama, tmp_path):
     rnd, events = run_round(llama, ("patch", str(LLAMA_CANDIDATES / "rope-swa-base.patch")), tmp_path)

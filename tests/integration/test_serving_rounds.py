@@ -141,17 +141,21 @@ def test_every_served_token_is_graded_and_only_the_skimming_server_departs(under
 
 def test_the_revealed_seed_re_derives_every_blocks_requests(under_load, served):
     from console.core.decisions.sweep import Level
+    from console.engine.vocabulary import text_ids
     from console.round.serving.draw import block_requests
     from console.serving.workload import workload_sha256
     _, rnd, _ = under_load
     r = rnd.receipt
     doc = [int(x) for x in Path(served.parity.document).read_text().split()]
     seed = r["parity"]["server"]["workload"]["seed"]
+    # the drawn ids' pool: the ids the model's tokenizer makes from text, as the receipt counts them
+    pool = text_ids(Path(served.model[0].path), served.parity.vocab)
+    assert r["parity"]["server"]["workload"]["pool"] == len(pool) == 255474
     reps = [x for c in CELLS for b in ("main", "candidate") for x in blocks(r, b, c)]
     assert len(reps) == 8
     for rep in reps:
         load = Level(int(rep["phase"].rsplit("=", 1)[1]))
-        reqs = block_requests(served.server, doc, seed, rep["phase"], rep["index"], load)
+        reqs = block_requests(served.server, doc, seed, rep["phase"], rep["index"], load, pool)
         assert workload_sha256(reqs) == rep["reported"]["workload_sha256"]
 
 
@@ -215,3 +219,21 @@ def test_answers_computed_before_ready_for_a_public_workload_are_rejected(served
     assert check["candidate"]["ready_cpu_s"] > 10 * max(check["main"]["ready_cpu_s"], 0.5)
     [ready] = [w["message"] for w in v["warnings"] if w["code"] == "server-ready-work"]
     assert ready.startswith("the candidate's server spent ")
+
+
+def test_a_server_that_serves_part_of_the_vocabulary_departs_on_the_ids_the_prompts_ask_it_to_copy(served, tmp_path):
+    """A server that never serves ids outside a shortlist (those below 72,000 and the public
+    document's own: about 28 % of the vocabulary). The server check's prompts are the document's, so
+    it passes them; every timed prompt carries a planted run of ids drawn from all the tokenizer's text
+    ids that the prompt ends by repeating, and the reference's answer copies it: the shortlist's
+    answers depart, decidedly more often than main's on the same requests."""
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / "shortlist.patch")), tmp_path, reps=2)
+    r, v = rnd.receipt, verdict_of(events)
+    assert v["outcome"] == "rejected" and "served-tokens" in codes(v), v["reasons"]
+    assert v["parity"]["server"]["candidate"]["status"] == "pass"       # the check over the document passed
+    graded = v["parity"]["server"]["graded"]
+    assert honest(graded["main"]) and graded["candidate"]["departed"] >= graded["candidate"]["requests"] // 2, graded
+    # what main served: the planted runs, copied (ids above 72,000 that the document never uses)
+    doc = {int(x) for x in Path(load_profile(SERVER_PROFILE).parity.document).read_text().split()}
+    main_ids = {t for q in r["parity"]["server"]["graded"]["requests"] if q["build"] == "main" for t in q["served"]}
+    assert len({t for t in main_ids if t >= 72000 and t not in doc}) >= 16

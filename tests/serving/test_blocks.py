@@ -115,10 +115,12 @@ def test_each_round_draws_its_timed_workload_and_commits_to_it(tmp_path):
         first.requests("timed", 0)
     a, z = first.draw(), second.draw()
     assert a.seed != z.seed and a.commitment == commitment_of(a.seed) and a.holds() and a.drawn == 4
+    assert a.pool == len(first.pool) == 255474      # drawn from the ids the tokenizer makes from text
     assert a.space_log10 > 20
     assert workload_sha256(first.requests("timed", 0)) != workload_sha256(second.requests("timed", 0))
     # the revealed seed re-derives every block's requests
-    assert first.requests("timed", 3) == block_requests(b.profile.server, first.doc, a.seed, "timed", 3, first.load)
+    assert first.requests("timed", 3) == block_requests(b.profile.server, first.doc, a.seed, "timed", 3, first.load,
+                                                        first.pool)
 
 
 def test_a_server_that_never_answers_is_named_with_its_log(tmp_path):

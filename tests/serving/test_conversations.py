@@ -179,10 +179,10 @@ def test_the_shipped_chat_profile_asks_for_the_cache_with_conversations():
     assert p.server.request["cache_prompt"] is True and w.kind == "conversations"
     assert (w.conversations, w.turns, w.prefix, w.groups, w.drawn) == (4, 3, 256, 2, 4)
     doc = [int(x) for x in Path(p.parity.document).read_text().split()]
-    reqs = block_requests(p.server, doc, "seed", "timed", 0, Level(4))
+    reqs = block_requests(p.server, doc, "seed", "timed", 0, Level(4), range(p.parity.vocab))
     assert len(reqs) == 12 and max(r.input_tokens for r in reqs) <= 480
-    assert reqs == block_requests(p.server, doc, "seed", "timed", 0, Level(4))
-    assert reqs != block_requests(p.server, doc, "seed", "timed", 1, Level(4))
+    assert reqs == block_requests(p.server, doc, "seed", "timed", 0, Level(4), range(p.parity.vocab))
+    assert reqs != block_requests(p.server, doc, "seed", "timed", 1, Level(4), range(p.parity.vocab))
     heads = {r.prompt[:256] for r in reqs if r.turn == 1}
     assert len(heads) == 2 and all(h[0] == doc[0] for h in heads)
 
@@ -224,7 +224,7 @@ def test_a_profile_with_a_trace_draws_its_shapes_from_it():
     p = load_profile(CHAT_PROFILE)
     spec = replace(p.server, workload=replace(p.server.workload, file=str(TRACE)))
     doc = [int(x) for x in Path(p.parity.document).read_text().split()]
-    reqs = block_requests(spec, doc, "seed", "timed", 0, Level(4, 1.0))
+    reqs = block_requests(spec, doc, "seed", "timed", 0, Level(4, 1.0), range(262144))
     shapes = conv.trace_shapes(TRACE)
     assert [len(r.prompt) for r in reqs if r.turn == 1] == [s[0].new for s in shapes]
     assert [r.max_tokens for r in reqs] == [16] * 24 and all(r.at_s > 0 for r in reqs if r.turn == 1)

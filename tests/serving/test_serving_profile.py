@@ -56,7 +56,7 @@ def test_a_workload_file_with_a_bad_line_is_refused_when_the_profile_is_read(var
     assert re.search(rf"{re.escape(str(prompts))}: line 3: .*token", e.value.expected)
     prompts.write_text('{"prompt": "Hello", "max_tokens": 8}\n{"prompt": [2, 10, 11]}\n')
     p = load_profile(variant(text))
-    assert [r.max_tokens for r in block_requests(p.server, [2, 3], "s", "timed", 0, Level(4))] == [8, 32]
+    assert [r.max_tokens for r in block_requests(p.server, [2, 3], "s", "timed", 0, Level(4), range(p.parity.vocab))] == [8, 32]
 
 
 def test_a_workload_longer_than_the_document_is_refused_before_building(variant):
@@ -69,11 +69,12 @@ def test_a_workload_longer_than_the_document_is_refused_before_building(variant)
 def test_both_builds_of_a_pair_get_the_same_requests_and_other_pairs_others():
     p = load_profile(SERVER_PROFILE)
     doc = [int(x) for x in Path(p.parity.document).read_text().split()]
-    a, b = (block_requests(p.server, doc, "seed", "timed", k, Level(4)) for k in (0, 1))
-    assert a == block_requests(p.server, doc, "seed", "timed", 0, Level(4)) and a != b
-    assert a != block_requests(p.server, doc, "another seed", "timed", 0, Level(4))
+    pool = range(p.parity.vocab)
+    a, b = (block_requests(p.server, doc, "seed", "timed", k, Level(4), pool) for k in (0, 1))
+    assert a == block_requests(p.server, doc, "seed", "timed", 0, Level(4), pool) and a != b
+    assert a != block_requests(p.server, doc, "another seed", "timed", 0, Level(4), pool)
     assert all(r.prompt[0] == doc[0] and 32 <= r.input_tokens <= 128 and r.max_tokens == 16 for r in a)
-    arrivals = block_requests(p.server, doc, "seed", "timed", 0, Level(4, 2.0))
+    arrivals = block_requests(p.server, doc, "seed", "timed", 0, Level(4, 2.0), pool)
     assert [r.prompt for r in arrivals] == [r.prompt for r in a] and arrivals[-1].at_s > arrivals[0].at_s > 0
 
 

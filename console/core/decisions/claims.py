@@ -1,8 +1,10 @@
 """The wall-clock claim checks that rest on noisy figures, at a stated false-refusal rate.
 
-A build's reported rate is checked against what the console's own clock says the extra
-tokens cost: the long (timed) runs minus the short runs, whose fixed costs (start, load,
-warm-up, teardown) cancel. Both are samples of noisy wall times, so the slope is an
+A build's rate is checked against what the console's own clock says the extra tokens cost: the
+long (timed) runs minus the short runs, whose fixed costs cancel. Where the console handed the
+section over (``Rep.section_s``) its clock spans the section alone, so the fixed costs are those of
+the section (the handover's) and the overhead margin is a share of the timed work; where the bench
+times itself the clock spans the whole run (start, load, warm-up, teardown). Both are samples of noisy wall times, so the slope is an
 estimate with an interval, and a check refuses only when the claim is implausible at the
 profile's ``claim_false_refusal`` level (one-sided Welch bounds on the means,
 ``stats.linear_bound``): an honest build is refused by each check with at most that chance
@@ -30,7 +32,13 @@ from console.core.records.verdict import num as _num
 
 
 def _walls(reps: list[Rep]) -> list[float]:
-    return [float(r.wall_s or 0.0) for r in reps]
+    """The console's clock of each run: over the section it handed over (the timed work alone), or
+    from start to exit where the bench times itself."""
+    return [float(r.section_s if r.section_s is not None else r.wall_s or 0.0) for r in reps]
+
+
+def _unit(reps: list[Rep]) -> str:
+    return "section" if reps and all(r.console_timed for r in reps) else "run"
 
 
 def differential(timed: list[Rep], short: list[Rep], rules: GateRules) -> tuple[dict[str, Any], str | None]:
@@ -93,10 +101,12 @@ def overhead_problem(main: tuple[list[Rep], list[Rep]], cand: tuple[list[Rep], l
     excess = stats.linear_bound(_intercept_terms(c_long, c_short, 1.0) + _intercept_terms(m_long, m_short, -1.0),
                                 level, "lower")
     allowed = rules.overhead_margin * stats.mean(_walls(m_long))
-    out = {"excess_s": excess["estimate"], "excess_s_lower": excess["bound"], "allowed_s": allowed, "level": level}
+    unit = _unit(m_long + c_long)
+    out = {"excess_s": excess["estimate"], "excess_s_lower": excess["bound"], "allowed_s": allowed, "level": level,
+           "per": unit}
     if excess["bound"] <= allowed:
         return out, None
-    return out, (f"its fixed cost per run is {excess['estimate']:.3g} s above main's (at least "
+    return out, (f"its fixed cost per {unit} is {excess['estimate']:.3g} s above main's (at least "
                  f"{excess['bound']:.3g} s at the {1 - level:.1%} level; allowed {allowed:.3g} s, "
-                 f"{rules.overhead_margin:.0%} of main's run): a run that idles on short token counts could be "
-                 "propping up its wall-clock differential, so its rate is not vouched for")
+                 f"{rules.overhead_margin:.0%} of main's timed {unit}): a {unit} that idles on short token counts "
+                 "could be propping up its differential, so its rate is not vouched for")

@@ -50,12 +50,15 @@ def _claim_problems(rep: Rep, bench: Mapping[str, Any], rules: GateRules) -> lis
     if unreadable:
         # a claim no bound can be checked against is not a claim the wall clock supports
         return [("claim-wall", f"{label}: reported {k} is {shown(x)}, not a finite number") for k, x in unreadable]
-    if elapsed is not None and elapsed > bound:
-        out.append(("claim-wall", f"{label}: reported elapsed {elapsed:.4g} s exceeds the wall clock "
-                                  f"{wall:.4g} s ({margin})"))
-    if tokens is not None and tokens / value > bound:
-        out.append(("claim-wall", f"{label}: {_num(value)}/s over {tokens} tokens implies "
-                                  f"{tokens / value:.4g} s, more than the wall clock allows ({wall:.4g} s, {margin})"))
+    if rep.console_timed:
+        out.extend(_clock_problems(rep, elapsed, rules))
+    else:
+        if elapsed is not None and elapsed > bound:
+            out.append(("claim-wall", f"{label}: reported elapsed {elapsed:.4g} s exceeds the wall clock "
+                                      f"{wall:.4g} s ({margin})"))
+        if tokens is not None and tokens / value > bound:
+            out.append(("claim-wall", f"{label}: {_num(value)}/s over {tokens} tokens implies "
+                                      f"{tokens / value:.4g} s, more than the wall clock allows ({wall:.4g} s, {margin})"))
     declared_seek = bench.get("shortcut", "none") == "seek"
     announced = rep_.get("shortcut", "none")
     if announced == "seek" and not declared_seek:
@@ -67,6 +70,29 @@ def _claim_problems(rep: Rep, bench: Mapping[str, Any], rules: GateRules) -> lis
         else:
             out.extend(_seek_memory_problem(rep, bench, rules, label))
     return out
+
+
+def _clock_problems(rep: Rep, elapsed: Any, rules: GateRules) -> list[tuple[str, str]]:
+    """A console-timed rep: its figure is the console's clock over the section (tokens / section_s);
+    the engine's own timing of the same section is a cross-check. It cannot honestly exceed the
+    console's (the engine's section lies inside the console's), nor fall under it by more than the
+    handover's own cost: an engine whose clock reads less than the work took is refused, whatever
+    it gains by it (nothing: the figure is not its own)."""
+    label, section = rep.label, float(rep.section_s or 0.0)
+    if not section > 0 or not math.isclose(float(rep.value or 0.0), rep.tokens / section, rel_tol=1e-9):
+        return [("claim-clock", f"{label}: its value is not the console's clock over the section "
+                                f"({rep.tokens} tokens in {shown(rep.section_s)} s)")]
+    if elapsed is None:
+        return []
+    if elapsed > section * (1 + rules.wall_margin):
+        return [("claim-wall", f"{label}: reported elapsed {elapsed:.4g} s exceeds the console's clock over the "
+                               f"section it handed over ({section:.4g} s, +{rules.wall_margin:.0%} margin)")]
+    if elapsed < section * (1 - rules.clock_margin):
+        return [("claim-clock", f"{label}: the engine's own clock says the section took {elapsed:.4g} s, "
+                                f"{1 - elapsed / section:.0%} under the console's {section:.4g} s (at most "
+                                f"{rules.clock_margin:.0%} is the handover's): the clock it reads is not the one "
+                                "that timed the work")]
+    return []
 
 
 def _seek_memory_problem(rep: Rep, bench: Mapping[str, Any], rules: GateRules, label: str) -> list[tuple[str, str]]:

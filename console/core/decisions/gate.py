@@ -35,6 +35,7 @@ records it), infra 3, implausible and uncheckable 4 (held for review). Noise rec
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from console.core.decisions import cells, noise, speed
@@ -44,7 +45,7 @@ from console.core.decisions.speed import ruleset
 from console.core.records import kinds
 from console.core.records.receipt import BUILDS, Receipt, Rep
 from console.core.records.rules import GateRules
-from console.core.records.verdict import Caveat, Reason, Speed, Verdict, reason
+from console.core.records.verdict import Caveat, Reason, Speed, Verdict, reason, warning
 
 # A kind's decider, by the name its record gives (records.kinds): what follows parity and counting.
 Decider = Callable[[Receipt, Counted, GateRules, list, Callable[..., Verdict]], Verdict]
@@ -88,7 +89,25 @@ def decide(receipt: Receipt, rules: GateRules) -> Verdict:
     warnings.extend(c.warnings)
     if (stopped := _reps_invalid(c, verdict, long_runs(c.valid, r))) is not None:
         return stopped
-    return DECIDERS[kind.decider](r, c, rules, warnings, verdict)
+    return self_timed(r, DECIDERS[kind.decider](r, c, rules, warnings, verdict))
+
+
+def self_timed(r: Receipt, v: Verdict) -> Verdict:
+    """A bench that times itself (its command takes no ``{handover}``) reports the figure it is judged
+    by: the verdict says so, and it earns no tier unless its profile opts in (``bench.self_timed_tier``).
+    Receipts sealed before the handover existed carry no such key and are decided as they were."""
+    bench = r.profile.bench
+    opted = bench.get("self_timed_tier")
+    if opted is None or bench.get("mode") == "serve" or any("{handover}" in a for a in bench.get("command") or ()):
+        return v
+    said = warning("self-timed", "self-timed: the bench reports its own timing and the console's clock did not time "
+                                 "the section (its command takes no {handover}); the figure is the engine's claim, "
+                                 "bounded by the wall-clock checks only")
+    if opted or v.tier is None:
+        return replace(v, warnings=[*v.warnings, said])
+    return replace(v, tier=None, tier_span=None, would_be_tier=v.tier,
+                   warnings=[*v.warnings, said, warning("self-timed-no-tier", f"no tier for a self-timed bench (it "
+                            f"would be {v.tier}): its profile does not opt in with bench.self_timed_tier")])
 
 
 def _verdicts(warnings: list[Caveat], parity: dict[str, Any]) -> Callable[..., Verdict]:

@@ -5,7 +5,7 @@ answers, and task accuracy. A candidate that fails here earns no speed figure.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from console.core.decisions.counting import counted, measured_blocks, typed
 from console.core.decisions import accuracy, served_tokens, serving
@@ -13,7 +13,8 @@ from console.core.records import adjudication
 from console.core.records.adjudication import Adjudication, Ruling
 from console.core.records.figures import finite, shown
 from console.core.records.parity import DepthStatus, depth_status, versus_main, worst_depth
-from console.core.records.receipt import BUILDS, ParityRecord, ParitySide, PathFigures, Receipt, TimedPath
+from console.core.records.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Receipt, TimedPath,
+                                          TimedPathRep)
 from console.core.records.rules import GateRules
 from console.core.records.verdict import Caveat, Reason
 from console.core.records.verdict import reason, warning
@@ -180,6 +181,7 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
 
     scored = _grade_scored_path(par, rules, reasons, warnings)
     timed = _grade_timed_path(par.timed_path, rules, reasons, warnings)
+    reasons.extend(section_problems(typed(receipt)))
     served = grade_server(par, reasons, warnings)
     if served is not None and (missed := ungraded_blocks(typed(receipt), rules)) is not None:
         reasons.append(reason("served-tokens-ungraded", missed, build=None))
@@ -192,6 +194,15 @@ def grade_parity(receipt: Receipt, rules: GateRules) -> ParityGrade:
     if served is not None:      # serving profiles only
         out["server"] = served
     return ParityGrade(out, tuple(reasons), tuple(warnings))
+
+
+def section_problems(r: Receipt) -> list[Reason]:
+    """A handed-over section whose revealed seed is not the one committed before it ran: what was
+    timed cannot be re-derived, so the round is the console's failure (infra), not the candidate's."""
+    broken = [s for s in r.sections or () if not s.holds()]
+    return [reason("section-commitment", f"{len(broken)} handed-over section(s) reveal a seed that is not the one "
+                   f"whose sha256 was journaled before they ran (first: {broken[0].phase} {broken[0].index})",
+                   build=None)] if broken else []
 
 
 def ungraded_blocks(r: Receipt, rules: GateRules) -> str | None:
@@ -344,10 +355,53 @@ def _grade_timed_path(tp: TimedPath | None, rules: GateRules, reasons: list, war
                                 f"main's: {tp.error or 'no candidate timed rep'}"))
         return {"status": "unchecked", "depth": tp.depth}
     before = len(reasons)
-    for r in tp.candidate:
+    if tp.basis == "section":
+        reasons.extend(handed_over_problems(tp.candidate, rules))
+    for r in tp.candidate if tp.basis != "section" else ():
         where = f"timed path (depth {tp.depth}, candidate timed rep {r.index})"
         reasons.extend(path_problems(PathFigures(tp.depth, r.top1, r.kl, r.error), rules, where,
                                      basis=" against main's"))
     worst = max((r.kl for r in tp.candidate if finite(r.kl)), default=None)
     return {"status": "fail" if len(reasons) > before else "pass", "depth": tp.depth,
             "reps": len(tp.candidate), "worst_kl": worst}
+
+
+def handed_over_problems(rows: Sequence[TimedPathRep], rules: GateRules) -> list[Reason]:
+    """The candidate's runs of handed-over sections against main's runs of the same sections, graded
+    per phase (the timed pairs, the short runs, each guard) as parity grades a depth: the median KL
+    of the final rows under ``kl_max``, the share of rows whose top-1 is main's and the share of
+    chunks answered as main did at least ``top1_min``. A row of a drawn section is heavy-tailed
+    between two honest builds (0.3.36 against 0.3.16: 0 to 0.24 nats over ten timed runs, median
+    0.014), so one row is not graded alone; a candidate that computes something else moves them all.
+    A run whose output could not be read fails on its own."""
+    out = [reason("timed-path-error", f"timed path ({r.phase} rep {r.index}): {r.error}") for r in rows if r.error]
+    phases: dict[str, list[TimedPathRep]] = {}
+    for r in rows:
+        if not r.error:
+            phases.setdefault(r.phase, []).append(r)
+    for phase, rs in phases.items():
+        where = f"timed path ({phase}, {len(rs)} run(s) against main's runs of the same sections)"
+        kl, top1 = [r.kl for r in rs], [r.top1 for r in rs]
+        if not all(finite(x) for x in kl + top1):
+            out.append(reason("timed-path-not-finite", f"{where}: a KL or top-1 figure is not a finite number"))
+            continue
+        med, agree = _median(kl), sum(top1) / len(top1)
+        acks = [r.acks_agree for r in rs if r.acks_agree is not None]
+        if med > rules.kl_max:
+            out.append(reason("timed-path-kl", f"{where}: median KL {med:.3g} nats against main's > bar "
+                                               f"{rules.kl_max:.3g}", figure="kl", bar=rules.kl_max, value=med))
+        if agree < rules.top1_min:
+            out.append(reason("timed-path-top1", f"{where}: {agree:.1%} of the final rows predict main's next token "
+                                                 f"(at least {rules.top1_min:.1%} needed)", figure="top1",
+                              bar=rules.top1_min, value=agree))
+        if acks and (share := sum(acks) / len(acks)) < rules.top1_min:
+            out.append(reason("timed-path-answers", f"{where}: its answers per chunk are main's for {share:.1%} of "
+                                                    f"the chunks (at least {rules.top1_min:.1%} needed)",
+                              figure="acks_agree", bar=rules.top1_min, value=share))
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

@@ -158,6 +158,8 @@ def rule(grade: ServedGrade) -> Ruling:
              "ungradable": {b: len(v) for b, v in grade.ungradable.items()}, "seconds": grade.seconds,
              "p_value": p, "smallest_caught": smallest_caught(c.requests, (m.departed, m.requests), grade.false_reject),
              "main": m.to_dict(), "candidate": c.to_dict()}
+    if grade.paired:
+        table["paired"] = [x.to_dict() for x in paired(grade)]
     out = Ruling(table=table)
     if grade.error:
         out.error = grade.error
@@ -215,8 +217,12 @@ def _grade_like_parity(grade: ServedGrade, m: Side, c: Side, out: Ruling) -> Non
         if side.mean_gap is not None and side.mean_gap > grade.gap_max:
             said.append(f"its served tokens are {side.mean_gap:.3g} nats below the reference's choice on "
                         f"average, over the bar {grade.gap_max:g}")
-    # as in parity, the ratchet speaks where the bar did not (over the bar it has already failed)
+    # as in parity, the comparison with main speaks where the bar did not (over it, it has already failed)
     over_bar = c.mean_gap is not None and c.mean_gap > grade.gap_max
+    if grade.paired:
+        if not over_bar:
+            out.candidate.extend(paired_problems(paired(grade), grade.false_reject, grade.ratchet or 2.0))
+        return
     if not over_bar and regressed(c.mean_gap, m.mean_gap, grade):
         out.candidate.append(
             f"its served tokens are {c.mean_gap:.3g} nats below the reference's choice on average, "
@@ -237,3 +243,91 @@ def _times(c: float, m: float) -> str:
 
 def _share(side: Side) -> str:
     return "none" if side.agreement is None else f"{side.agreement:.1%}"
+
+
+# --- against main, request by request -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Paired:
+    """One figure of the candidate's served tokens against main's on the same requests: per pair (a
+    timed block of each build, the same prompts), the candidate's mean minus main's, with its lower
+    bound; and main against itself: main's own figure (its server against its own build's
+    teacher-forcing, what batching and kernels under load move it by) with its upper bound."""
+    figure: str                     # "gap" (nats below the argmax; higher is worse) or "disagreement"
+    pairs: int
+    excess: float                   # mean over pairs of candidate − main
+    bound: float                    # its lower bound at 1 − false_reject (Student t over the pairs)
+    main: float                     # main's own mean figure over the same pairs
+    main_upper: float               # its upper bound at 1 − false_reject
+
+    def floor(self, ratchet: float) -> float:
+        """The excess the candidate may have before it is worse: (ratchet − 1) × main's own figure at
+        its upper bound, as parity's ratchet allows a depth up to ratchet × main's KL."""
+        return (ratchet - 1.0) * max(self.main_upper, 0.0)
+
+    def worse(self, ratchet: float) -> bool:
+        return self.pairs >= 2 and self.bound > self.floor(ratchet)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"figure": self.figure, "pairs": self.pairs, "excess": self.excess, "bound": self.bound,
+                "main": self.main, "main_upper": self.main_upper}
+
+
+def _request_figures(r: GradedRequest) -> tuple[float, float]:
+    """A graded request's mean gap (a departure's capped) and its share of tokens that are not the argmax."""
+    n = max(len(r.served), 1)
+    gaps = [_gap(a, b, g) for a, b, g in zip(r.served, r.best, r.gap)]
+    gaps += [GAP_CAP] * max(0, len(r.served) - len(gaps))
+    return sum(gaps) / n, sum(a != b for a, b in zip(r.served, r.best)) / n
+
+
+def paired(grade: ServedGrade, level: float | None = None) -> list[Paired]:
+    """The candidate's mean gap and disagreement against main's, pair by pair over the requests both
+    builds served in that pair. Requests within a block share a server's state, so a pair (not a
+    request) is the unit: the pairs are what is independent of each other."""
+    level = grade.false_reject if level is None else level
+    blocks: dict[tuple[str, int], dict[str, dict[int, GradedRequest]]] = {}
+    for r in grade.requests:
+        blocks.setdefault((r.phase, r.block), {}).setdefault(r.build, {})[r.request] = r
+    per_pair: dict[str, list[tuple[float, float]]] = {"gap": [], "disagreement": []}
+    for key in sorted(blocks):
+        m, c = blocks[key].get("main", {}), blocks[key].get("candidate", {})
+        common = sorted(m.keys() & c.keys())
+        if not common:
+            continue
+        fm = [_request_figures(m[j]) for j in common]
+        fc = [_request_figures(c[j]) for j in common]
+        for i, name in enumerate(("gap", "disagreement")):
+            per_pair[name].append((sum(x[i] for x in fm) / len(fm), sum(x[i] for x in fc) / len(fc)))
+    return [_paired(name, rows, level) for name, rows in per_pair.items()]
+
+
+def _mean_sd(xs: list[float]) -> tuple[float, float]:
+    mean = sum(xs) / len(xs)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _paired(figure: str, rows: list[tuple[float, float]], level: float) -> Paired:
+    n = len(rows)
+    if n < 2:
+        return Paired(figure, n, math.nan, math.nan, math.nan, math.nan)
+    t = float(sps.t.ppf(1 - level, n - 1)) / math.sqrt(n)
+    excess, sd = _mean_sd([c - m for m, c in rows])
+    main, main_sd = _mean_sd([m for m, _ in rows])
+    return Paired(figure, n, excess, excess - t * sd, main, main + t * main_sd)
+
+
+def paired_problems(rows: list[Paired], level: float, ratchet: float) -> list[str]:
+    """Why the candidate's served tokens are decidedly worse than main's on the same requests."""
+    out = []
+    for p in rows:
+        if not p.worse(ratchet):
+            continue
+        gap = p.figure == "gap"
+        what = "further below the reference's choice per token" if gap else "more of its tokens off the reference's choice"
+        k, unit = (1.0, " nats") if gap else (100.0, " points")
+        out.append(f"on the same requests as main, {p.excess * k:.3g}{unit} {what} on average over "
+                   f"{p.pairs} pairs (at least {p.bound * k:.3g}{unit} at the {1 - level:.0%} level), more than "
+                   f"{ratchet:g}x main's own {p.main * k:.3g}{unit} (at most {p.main_upper * k:.3g}{unit}) allows "
+                   f"({p.floor(ratchet) * k:.3g}{unit})")
+    return out

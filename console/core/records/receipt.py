@@ -24,6 +24,7 @@ from console.core.records.parity import DepthFigures
 from console.core.records.recorded import plain   # also what the gate and replay import from here
 from console.core.records.rules import GateRules, not_finite, rules_from_dict
 from console.core.records.served import ServedCheck
+from console.core.records.section import SectionDraw
 from console.core.statistics.sizing import Sizing
 from console.core.records.verdict import NoiseReport, VerdictRecord
 
@@ -160,6 +161,9 @@ class Rep(_Freezable):
     suspect: list[str] = field(default_factory=list)   # why the node may have moved this rep
     settle: dict[str, Any] | None = None     # the quiet start before it
     repeat: int = 1                     # times the run repeated its timed section (bench.min_seconds); tokens counts all
+    # the console's own clock over the section it handed over (docs/PROTOCOL.md, "The handover"):
+    # when set, ``value`` is tokens / section_s and the engine's own timing is a cross-check only
+    section_s: float | None = None
 
     @property
     def key(self) -> RepKey:
@@ -183,7 +187,14 @@ class Rep(_Freezable):
         out = plain(self)
         if self.repeat == 1:
             del out["repeat"]       # absent, as in the receipts that predate it
+        if self.section_s is None:
+            del out["section_s"]    # a self-timed run, as every run before the handover
         return out
+
+    @property
+    def console_timed(self) -> bool:
+        """Its figure is the console's clock over the section it handed over, not the engine's claim."""
+        return self.section_s is not None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Rep":
@@ -197,7 +208,7 @@ class Rep(_Freezable):
                    peak_mem_bytes=_opt_int(d.get("peak_mem_bytes")),
                    log_tail=[str(x) for x in d.get("log_tail") or []], telemetry=d.get("telemetry"),
                    suspect=[str(x) for x in d.get("suspect") or []], settle=d.get("settle"),
-                   repeat=int(d.get("repeat") or 1))
+                   repeat=int(d.get("repeat") or 1), section_s=_opt_float(d.get("section_s")))
 
 
 # --- builds ----------------------------------------------------------------------------
@@ -312,14 +323,23 @@ class TimedPathRep(_Freezable):
     kl: float | None = None
     top1: float | None = None
     error: str | None = None
+    # a handed-over section (basis "section"): the rep's phase, and the share of its answers per chunk
+    # (argmax) that are main's for the same section
+    phase: str = ""
+    acks_agree: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return plain(self)
+        out = plain(self)
+        for k in ("phase", "acks_agree"):
+            if not out[k] and out[k] != 0.0:
+                del out[k]      # absent, as in the receipts that predate the handover
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TimedPathRep":
         return cls(index=int(d.get("index") or 0), attempt=int(d.get("attempt") or 0),
-                   kl=_opt_float(d.get("kl")), top1=_opt_float(d.get("top1")), error=d.get("error"))
+                   kl=_opt_float(d.get("kl")), top1=_opt_float(d.get("top1")), error=d.get("error"),
+                   phase=str(d.get("phase") or ""), acks_agree=_opt_float(d.get("acks_agree")))
 
 
 @dataclass
@@ -644,6 +664,8 @@ class Receipt(_Freezable):
     noise: NoiseReport | None = None        # noise receipts: the gate's noise report
     sequential: Sequential | None = None    # schema 2 rounds: what the stopping rule read besides the reps
     sizing: Sizing | None = None            # bench.min_seconds: how the timed runs were sized (core.sizing)
+    # the sections the console handed over (core.records.section): each seed revealed after both builds ran it
+    sections: list[SectionDraw] | None = None
     seal: Seal | None = None                # added by the ledger when sealed (console.core.provenance.ledger)
 
     def __post_init__(self) -> None:
@@ -682,7 +704,7 @@ class Receipt(_Freezable):
                 continue        # absent, as in the receipts that predate the key
             if f.name in ("builds", "summary"):
                 v = {b: x.to_dict() for b, x in v.items()}
-            elif f.name == "reps":
+            elif f.name in ("reps", "sections"):
                 v = [r.to_dict() for r in v]
             elif hasattr(v, "to_dict"):
                 v = v.to_dict()
@@ -725,6 +747,7 @@ class Receipt(_Freezable):
                     noise=_read("noise", _optional(NoiseReport.from_dict), d.get("noise")),
                     sequential=_read("sequential", Sequential.from_dict, d.get("sequential")),
                     sizing=_read("sizing", _optional(Sizing.from_dict), d.get("sizing")),
+                    sections=_read("sections", _sections, d.get("sections")),
                     seal=_read("seal", _optional(Seal.from_dict), d.get("seal")))
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(e, ReceiptError):
@@ -734,6 +757,10 @@ class Receipt(_Freezable):
 
 
 T = TypeVar("T")
+
+
+def _sections(d: list | None) -> list[SectionDraw] | None:
+    return None if d is None else [_read(f"[{i}]", SectionDraw.from_dict, x) for i, x in enumerate(d)]
 
 
 def _summary(d: Mapping[str, Any] | None) -> dict[str, Figures] | None:
@@ -757,5 +784,5 @@ def _read(where: str, read: Callable[[Any], T], value: Any) -> T:
 # Keys written only when they hold something (they were added after schema 1 first shipped,
 # or belong to one kind of round only).
 _OPTIONAL_KEYS = ("ended_at", "diagnosis", "apparatus", "inputs", "bundle", "accuracy", "summary", "verdict", "noise",
-                  "sequential", "sizing", "seal")
+                  "sequential", "sizing", "sections", "seal")
 

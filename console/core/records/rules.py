@@ -57,7 +57,8 @@ class GateRules:
     plausibility: float = 5.0
     wall_margin: float = 0.10
     differential_margin: float = 0.25
-    overhead_margin: float = 0.25       # candidate's fixed cost per run over main's, as a share of main's run
+    overhead_margin: float = 0.25       # candidate's fixed cost per section over main's, a share of main's section
+    clock_margin: float = 0.15          # the engine's own section time may read this share under the console's
     seek_memory_fraction: float = 0.9
     guards: tuple[Guard, ...] = ()
     latency: tuple[LatencyGuard, ...] = ()   # serving profiles: [[server.guards]]

@@ -101,10 +101,17 @@ class ServedGrade:
     gap_max: float | None = None
     gap_floor: float | None = None
     ratchet: float | None = None
+    # the candidate's gaps and agreement decided against main's on the same requests, pair by pair, at
+    # false_reject, beyond main's own spread between its blocks (core.decisions.served_tokens.paired);
+    # False in receipts sealed before, which ratchet the mean gap against main's above gap_floor
+    paired: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{k: v for k, v in asdict(self).items() if k != "requests"},
-                "requests": [r.to_dict() for r in self.requests]}
+        out = {**{k: v for k, v in asdict(self).items() if k != "requests"},
+               "requests": [r.to_dict() for r in self.requests]}
+        if not self.paired:
+            del out["paired"]   # absent, as in the receipts that predate it
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> ServedGrade | None:
@@ -116,6 +123,7 @@ class ServedGrade:
                    requests=[GradedRequest.from_dict(r) for r in d.get("requests") or []],
                    counted=None if d.get("counted") is None else {str(k): int(v) for k, v in d["counted"].items()},
                    ungradable={str(k): [str(x) for x in v] for k, v in (d.get("ungradable") or {}).items()},
+                   paired=bool(d.get("paired")),
                    **{k: None if d.get(k) is None else float(d[k])
                       for k in ("agree_min", "gap_max", "gap_floor", "ratchet")})
 
@@ -130,16 +138,22 @@ class WorkloadDraw:
     commitment: str                 # sha256 of the seed's text, hex
     drawn: int = 0                  # positions per prompt overwritten with drawn ids
     space_log10: float = 0.0        # log10 of the prompts the workload could send
+    # how many ids the drawn ones (and each prompt's planted run, workload.plant_copies) come from: the
+    # ids the model's tokenizer makes from text; 0 in receipts sealed when they came from the document's
+    pool: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.pool:
+            del out["pool"]     # absent, as in the receipts that predate it
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> WorkloadDraw | None:
         if not d:
             return None
         return cls(seed=str(d["seed"]), commitment=str(d["commitment"]), drawn=int(d.get("drawn") or 0),
-                   space_log10=float(d.get("space_log10") or 0.0))
+                   space_log10=float(d.get("space_log10") or 0.0), pool=int(d.get("pool") or 0))
 
     def holds(self) -> bool:
         """Whether the revealed seed is the one committed to."""

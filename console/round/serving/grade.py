@@ -106,13 +106,10 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
     spec = p.server.grade
     record = ServedGrade(margin=spec.margin, false_reject=spec.false_reject,
                          basis="reference" if same_as_main else "main", seed=secrets.token_hex(8),
-                         agree_min=p.gate.top1_min, gap_max=spec.gap_max, gap_floor=spec.gap_floor,
-                         ratchet=p.gate.ratchet)
+                         agree_min=p.gate.top1_min, gap_max=spec.gap_max, ratchet=spec.ratchet, paired=True)
     pool = _pool(b.work, receipt, p.gate, p.parity.vocab)
     rng = random.Random(record.seed)
-    drawn = [r for build in BUILDS for r in (
-        rng.sample(pool.gradable[build], min(spec.requests, len(pool.gradable[build]))) if spec.requests
-        else pool.gradable[build])]
+    drawn = _sample(pool, spec.requests, rng)
     t0 = time.monotonic()
     texts: dict[tuple, bytes] = {}         # a response's key -> its ids' text, as the harness wrote it
     if drawn:
@@ -128,6 +125,17 @@ def grade(b: Bench, receipt: Receipt, emit: ev.Emit, same_as_main: bool) -> Serv
         emit(ev.Notice(level="info", code="served-tokens", message=said(record)))
     receipt.parity.server.graded = record
     return record
+
+
+def _sample(pool: Pool, n: int, rng: random.Random) -> list[GradedRequest]:
+    """Every gradable response (n = 0), or n requests both builds served, the same ones for both (a
+    request of a pair is the same prompt for both builds: ``served_tokens.paired`` compares them)."""
+    if not n:
+        return [r for build in BUILDS for r in pool.gradable[build]]
+    by = {b: {(r.phase, r.block, r.request): r for r in pool.gradable[b]} for b in BUILDS}
+    common = sorted(by["main"].keys() & by["candidate"].keys())
+    pick = rng.sample(common, min(n, len(common)))
+    return [by[b][k] for b in BUILDS for k in pick]
 
 
 def said(record: ServedGrade) -> str:

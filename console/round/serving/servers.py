@@ -5,10 +5,12 @@ tail of its log."""
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 from ... import events as ev
 from ...core.decisions.sweep import Level
 from ...core.records.served import WorkloadDraw
+from ...engine.vocabulary import text_ids
 from ...errors import InfraError, Interrupted
 from ...runtime.base import Served
 from ...serving import client
@@ -35,6 +37,10 @@ class Servers:
         self.dead: set[str] = set()        # builds whose server exited under load
         self.ready_cpu_s: dict[str, float | None] = {}
         self.doc = [int(x) for x in (b.inputs / DOC_NAME).read_text().split()]
+        # drawn ids: what the model's tokenizer makes from text, the whole vocabulary but its control
+        # tokens and raw bytes (engine.vocabulary)
+        model = next((Path(f.path) for f in b.profile.model if f.name.endswith(".gguf")), None)
+        self.pool = text_ids(model, b.profile.parity.vocab)
         # the timed workload's seed is drawn when the blocks begin (``draw``); the requests that warm a
         # server after its start are untimed, drawn from a seed of their own that is never recorded
         self.seed: str | None = None
@@ -42,7 +48,7 @@ class Servers:
 
     def draw(self) -> WorkloadDraw:
         """Draw the timed workload's seed now that both servers are ready (``draw.draw``)."""
-        drawn = drawing.draw(self.spec, self.doc)
+        drawn = drawing.draw(self.spec, self.doc, self.pool)
         self.seed = drawn.seed
         return drawn
 
@@ -126,10 +132,10 @@ class Servers:
         seed, the timed ones only once the round has drawn its seed."""
         load = load or self.load
         if phase == "warmup-server":
-            return drawing.block_requests(self.spec, self.doc, self._warm_seed, phase, index, load)
+            return drawing.block_requests(self.spec, self.doc, self._warm_seed, phase, index, load, self.pool)
         if self.seed is None:
             raise RuntimeError("a timed block's requests before the round drew its workload's seed")
-        return drawing.block_requests(self.spec, self.doc, self.seed, phase, index, load)
+        return drawing.block_requests(self.spec, self.doc, self.seed, phase, index, load, self.pool)
 
 
 class ServerDown(InfraError):

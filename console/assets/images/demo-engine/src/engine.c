@@ -24,7 +24,7 @@ static void die(const char *fmt, const char *arg)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: engine bench --depth D --tokens N --context seek|doc --doc PATH --out DIR\n"
+            "usage: engine bench --depth D --tokens N --context seek|doc --doc PATH --handover DIR [--out DIR]\n"
             "       engine logits --doc PATH --depths D1,D2,... --rows R --out DIR\n");
     exit(2);
 }
@@ -85,23 +85,20 @@ static void out_path(char *buf, size_t size, const char *dir, const char *name)
 typedef struct {
     const Model *m;
     KVCache *kv;
-    const int *doc;
-    int ndoc, depth;
+    int depth;
     float *logits;
 } BenchCtx;
 
-/* Teacher-forced: the i-th timed token is the document's token at depth + i
- * (wrapping, so a seek deeper than the document still has input). */
-static void bench_step(void *p, int i)
+/* Teacher-forced: the i-th token the console hands over, at position depth + i. */
+static void bench_step(void *p, int i, int token)
 {
     BenchCtx *c = p;
-    int pos = c->depth + i;
-    decode_step(c->m, c->kv, c->doc[pos % c->ndoc], pos, c->logits);
+    decode_step(c->m, c->kv, token, c->depth + i, c->logits);
 }
 
 static int cmd_bench(int argc, char **argv)
 {
-    const char *doc_path = NULL, *out = NULL, *context = NULL;
+    const char *doc_path = NULL, *handover = NULL, *context = NULL;
     int depth = -1, tokens = -1;
     for (int i = 0; i < argc; i++) {
         if (i + 1 >= argc) usage();
@@ -109,18 +106,17 @@ static int cmd_bench(int argc, char **argv)
         else if (!strcmp(argv[i], "--tokens")) tokens = parse_int(argv[++i], "--tokens");
         else if (!strcmp(argv[i], "--context")) context = argv[++i];
         else if (!strcmp(argv[i], "--doc")) doc_path = argv[++i];
-        else if (!strcmp(argv[i], "--out")) out = argv[++i];
+        else if (!strcmp(argv[i], "--handover")) handover = argv[++i];
+        else if (!strcmp(argv[i], "--out")) ++i;     /* accepted; the bench writes nothing there */
         else usage();
     }
-    if (!doc_path || !out || !context || depth < 0 || tokens < 1) usage();
+    if (!doc_path || !handover || !context || depth < 0 || tokens < 1) usage();
     int seek = !strcmp(context, "seek");
     if (!seek && strcmp(context, "doc")) die("--context must be seek or doc, not %s", context);
 
     int ndoc;
     int *doc = read_doc(doc_path, &ndoc);
-    if (!seek && depth + tokens > ndoc) die("document %s is shorter than depth + tokens", doc_path);
-    char path[4096];
-    out_path(path, sizeof path, out, "bench_logits.npy");
+    if (!seek && depth > ndoc) die("document %s is shorter than depth", doc_path);
 
     Model m;
     KVCache kv;
@@ -132,11 +128,10 @@ static int cmd_bench(int argc, char **argv)
         for (int p = 0; p < depth; p++) decode_step(&m, &kv, doc[p], p, NULL);
     }
     static float logits[VOCAB];
-    BenchCtx ctx = {&m, &kv, doc, ndoc, depth, logits};
-    if (bench_run(depth, tokens, context, seek ? "seek" : "none", bench_step, &ctx) != 0)
+    BenchCtx ctx = {&m, &kv, depth, logits};
+    if (bench_handover(handover, depth, tokens, context, seek ? "seek" : "none", VOCAB, bench_step, &ctx,
+                       logits) != 0)
         die("%s", "clock failed");
-    long shape[1] = {VOCAB};
-    if (npy_write_f32(path, logits, 1, shape) != 0) die("cannot write %s", path);
     kv_free(&kv);
     model_free(&m);
     free(doc);

@@ -4,9 +4,7 @@
 // library, so every build is measured by the same code.
 //
 //   harness bench    --model M --doc D --depth N --tokens T --metric decode_tok_s|prefill_tok_s
-//                    --fill prefill|decode --threads K --out DIR [--repeat R]
-//                    (--repeat: the timed section R times over the same context, the positions
-//                    after the depth cut back between repeats outside the clock; tokens = R x T)
+//                    --fill prefill|decode --threads K --handover DIR [--repeat R] [--out DIR]
 //   harness logits   --model M --doc D --depths 8,64,... --rows R --threads K --out DIR
 //   harness tokenize --model M --text FILE --out DIR
 //   harness generate --model M --prompts FILE --tokens N --threads K --out DIR [--stop newline]
@@ -16,6 +14,21 @@
 //   (any command) --flash-attn 0|1, --batch N: kernel settings that should not change the
 //                 result (the reference's kernel-to-kernel spread is measured across them);
 //                 without them the engine's own defaults apply
+//
+// bench sets everything up untimed (the model, the context, the document's first N tokens
+// through the --fill path), then takes its section through the handover of docs/PROTOCOL.md:
+// it opens DIR/go (waiting for the console), then DIR/done, and reads the section's token ids
+// from go, one line (a chunk) at a time; it never holds a chunk before answering the previous
+// one. prefill_tok_s: one chunk of T ids per repeat, run as one batch at positions N.. (in
+// batches of --batch when T is larger), its last position's logits kept; decode_tok_s: one id
+// per chunk, decoded at the next position (teacher-forced). --repeat R: R x T ids in all, the
+// context cut back to N after every T (inside the section, on both clocks). After every chunk
+// it writes the argmax of the chunk's last position (lowest id on ties) and a newline to done;
+// after the last, that position's logits, n_vocab raw float32 little-endian values. Then the
+// BENCH_RESULT line with its own timing of the section (tokens = R x T), a cross-check on the
+// console's clock, which decides. A chunk that is not the right count of ids in [0, n_vocab)
+// exits 2; a console gone mid-section (go closed early, done unwritable) exits 3. No file is
+// written: --out is accepted and unused, the console writes bench_logits.npy from what it read.
 //
 // generate is greedy (argmax, temperature 0): each prompt starts from an empty context and
 // continues for N tokens or to an end-of-generation token (or a newline with --stop
@@ -37,9 +50,14 @@
 // Exit status: 0 success, 2 bad input (named on stderr), 3 the engine failed.
 #include "llama.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -139,9 +157,10 @@ struct Engine {
     }
 
     // Decode tokens[from, to) at their positions in chunks of n_batch; logits are kept for
-    // the positions in `want` (absolute) and copied out in order of position.
+    // the positions in `want` (absolute) and copied out in order of position. The token at
+    // position pos is doc[pos - base] (base: the position of doc[0]).
     void run(const std::vector<llama_token> & doc, int from, int to, const std::vector<int> & want,
-             std::vector<float> * out) {
+             std::vector<float> * out, int base = 0) {
         llama_batch batch = llama_batch_init(n_batch, 0, 1);
         size_t w = 0;
         for (int start = from; start < to; start += n_batch) {
@@ -150,7 +169,7 @@ struct Engine {
             std::vector<int> rows;
             for (int i = 0; i < n; i++) {
                 int pos = start + i;
-                batch.token[i] = doc[pos];
+                batch.token[i] = doc[pos - base];
                 batch.pos[i] = pos;
                 batch.n_seq_id[i] = 1;
                 batch.seq_id[i][0] = 0;
@@ -203,45 +222,131 @@ void write_npy(const std::string & path, const std::vector<float> & data, const 
     if (!f) die(3, "short write to " + path);
 }
 
+// ---- the handover (bench) ------------------------------------------------------------------
+
+const size_t CHUNK_MAX = 64 << 10;      // bytes a chunk's line may take, its newline included
+
+int open_fifo(const std::string & dir, const char * name, int flags) {
+    std::string path = dir + "/" + name;
+    for (;;) {
+        int fd = open(path.c_str(), flags);
+        if (fd >= 0) return fd;
+        if (errno != EINTR) die(2, "handover: cannot open " + path + ": " + std::strerror(errno));
+    }
+}
+
+void send_all(int fd, const void * data, size_t n) {
+    const char * p = (const char *) data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) die(3, std::string("handover: cannot write to done (") + (w < 0 ? std::strerror(errno) : "no progress") +
+                           "): the console is gone");
+        p += w;
+        n -= (size_t) w;
+    }
+}
+
+// The chunks as they arrive on go, one line each.
+struct Chunks {
+    int fd;
+    std::string buf;
+
+    // The next chunk's ids: exactly `count` decimal ids in [0, n_vocab), separated by single spaces.
+    std::vector<llama_token> next(int chunk, size_t count, int n_vocab) {
+        size_t nl;
+        while ((nl = buf.find('\n')) == std::string::npos) {
+            if (buf.size() >= CHUNK_MAX) die(2, "handover: chunk " + std::to_string(chunk) + " is longer than 64 KiB");
+            char tmp[16384];
+            ssize_t r = read(fd, tmp, sizeof tmp);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) die(3, "handover: the console closed go before chunk " + std::to_string(chunk) + " was whole");
+            buf.append(tmp, (size_t) r);
+        }
+        std::string line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        std::vector<llama_token> ids;
+        size_t at = 0;
+        for (;;) {
+            size_t end = line.find(' ', at);
+            std::string word = line.substr(at, end == std::string::npos ? std::string::npos : end - at);
+            if (word.empty() || word.find_first_not_of("0123456789") != std::string::npos)
+                die(2, "handover: chunk " + std::to_string(chunk) + " is not " + std::to_string(count) +
+                       " token id(s) separated by single spaces: '" + line.substr(0, 40) + "'");
+            long v = word.size() > 9 ? n_vocab : std::strtol(word.c_str(), nullptr, 10);
+            if (v >= n_vocab)
+                die(2, "handover: chunk " + std::to_string(chunk) + ": token id " + word + " is outside [0, " +
+                       std::to_string(n_vocab) + ")");
+            ids.push_back((llama_token) v);
+            if (end == std::string::npos) break;
+            at = end + 1;
+        }
+        if (ids.size() != count)
+            die(2, "handover: chunk " + std::to_string(chunk) + " holds " + std::to_string(ids.size()) +
+                   " token ids; this metric takes " + std::to_string(count) + " per chunk");
+        return ids;
+    }
+};
+
+int argmax(const std::vector<float> & row) {
+    int best = 0;
+    for (int v = 1; v < (int) row.size(); v++) if (row[v] > row[best]) best = v;  // ties: the lowest id
+    return best;
+}
+
 int cmd_bench(const std::map<std::string, std::string> & a) {
     int depth = need_int(a, "depth", 0), tokens = need_int(a, "tokens", 1), threads = need_int(a, "threads", 1);
     int repeat = a.count("repeat") ? need_int(a, "repeat", 1) : 1;
-    std::string metric = need(a, "metric"), fill = need(a, "fill"), out = need(a, "out");
+    std::string metric = need(a, "metric"), fill = need(a, "fill"), dir = need(a, "handover");
     if (metric != "decode_tok_s" && metric != "prefill_tok_s") die(2, "--metric must be decode_tok_s or prefill_tok_s");
     if (fill != "prefill" && fill != "decode") die(2, "--fill must be prefill or decode");
+    bool prefill = metric == "prefill_tok_s";
     Engine e(need(a, "model"), depth + tokens, threads, true);
     std::vector<llama_token> doc = read_doc(need(a, "doc"), e.n_vocab);
-    if ((int) doc.size() < depth + tokens)
-        die(2, "the document has " + std::to_string(doc.size()) + " tokens; depth + tokens needs " + std::to_string(depth + tokens));
+    if ((int) doc.size() < depth)
+        die(2, "the document has " + std::to_string(doc.size()) + " tokens; depth " + std::to_string(depth) + " needs that many");
 
-    // The context before the timed section: untimed, by the path --fill names.
+    // The context before the section: untimed, by the path --fill names.
     if (fill == "prefill") {
         if (depth > 0) e.run(doc, 0, depth, {}, nullptr);
     } else {
         for (int p = 0; p < depth; p++) e.run(doc, p, p + 1, {}, nullptr);
     }
+
+    // The section: its tokens come from the console, one chunk at a time.
+    std::signal(SIGPIPE, SIG_IGN);                      // a console gone fails the write: exit 3
+    Chunks in{open_fifo(dir, "go", O_RDONLY), {}};      // waits for the console
+    int done = open_fifo(dir, "done", O_WRONLY);
+    auto t0 = std::chrono::steady_clock::now();
     std::vector<float> last;
-    double elapsed = 0;
+    int chunk = 0;
     for (int r = 0; r < repeat; r++) {
         if (r > 0 && !llama_memory_seq_rm(llama_get_memory(e.ctx), 0, depth, -1))
             die(3, "cannot cut the context back to depth " + std::to_string(depth) + " for a repeat");
-        auto t0 = std::chrono::steady_clock::now();
-        if (metric == "prefill_tok_s") {
+        for (int p = depth; p < depth + tokens;) {
+            std::vector<llama_token> ids = in.next(++chunk, prefill ? (size_t) tokens : 1, e.n_vocab);
+            int n = (int) ids.size();
             last.clear();
-            e.run(doc, depth, depth + tokens, {depth + tokens - 1}, &last);
-        } else {
-            for (int p = depth; p < depth + tokens; p++) {
-                last.clear();
-                e.run(doc, p, p + 1, {p}, &last);   // teacher-forced: the document's next token
-            }
+            e.run(ids, p, p + n, {p + n - 1}, &last, p);
+            std::string ack = std::to_string(argmax(last)) + "\n";
+            send_all(done, ack.data(), ack.size());
+            p += n;
         }
-        elapsed += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    long long done = (long long) tokens * repeat;
-    write_npy(out + "/bench_logits.npy", last, {(size_t) e.n_vocab});
+    std::vector<unsigned char> raw(last.size() * 4);   // float32, little-endian
+    for (size_t v = 0; v < last.size(); v++) {
+        uint32_t u;
+        std::memcpy(&u, &last[v], 4);
+        for (int b = 0; b < 4; b++) raw[4 * v + b] = (unsigned char) (u >> (8 * b));
+    }
+    send_all(done, raw.data(), raw.size());
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    close(done);
+    close(in.fd);
+    long long total = (long long) tokens * repeat;
     std::printf("BENCH_RESULT {\"metric\": \"%s\", \"value\": %.6f, \"tokens\": %lld, \"elapsed_s\": %.6f, "
                 "\"depth\": %d, \"context\": \"doc\", \"shortcut\": \"none\"}\n",
-                metric.c_str(), done / elapsed, done, elapsed, depth);
+                metric.c_str(), total / elapsed, total, elapsed, depth);
     return 0;
 }
 
