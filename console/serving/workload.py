@@ -5,7 +5,7 @@ A document is public, and so is every slice of it: a server could compute the an
 them before it says it is ready. ``mix_drawn`` overwrites a few positions of each prompt (its last
 always) with ids drawn from the whole vocabulary the tokenizer makes from text, so that the prompts a
 round can send are far too many to answer in advance (``prompt_space_log10`` says how many), and
-``plant_copies`` plants a drawn run the prompt ends by repeating, so the right answer is made of ids
+``plant_copies`` plants a drawn run the prompt ends by starting again, so the right answer is made of ids
 the document never uses; the round's seed, drawn from the operating system when its blocks begin,
 picks which.
 
@@ -151,22 +151,25 @@ def mix_drawn(requests: Sequence[Request], pool: Sequence[int], drawn: int, seed
     return out
 
 
-COPY_MAX = 16       # ids of a planted run; the answer that copies it serves all but the first
+COPY_MAX = 16       # ids of a planted run
+ECHO = 3            # of its first ids the prompt ends on
 
 
 def copy_length(prompt_len: int, max_tokens: int, keep: int) -> int:
-    """Ids in the run planted in a prompt: up to COPY_MAX, one more than the answer asks (the prompt
-    ends on its first), and room for the run and its echo after ``keep``; 0 when fewer than 3 fit."""
-    m = min(COPY_MAX, max_tokens + 1, (prompt_len - keep - 2) // 2)
-    return m if m >= 3 else 0
+    """Ids in the run planted in a prompt: up to COPY_MAX, enough for the answer to copy after the
+    echo, and room after ``keep`` for the run twice and the echo; 0 when fewer than ECHO + 2 fit."""
+    m = min(COPY_MAX, max_tokens + ECHO, (prompt_len - keep - ECHO - 1) // 2)
+    return m if m >= ECHO + 2 else 0
 
 
 def plant_copies(requests: Sequence[Request], pool: Sequence[int], seed: int, keep: int = 1) -> list[Request]:
-    """Copies of ``requests`` each carrying a run of ids drawn from ``pool`` (the whole vocabulary the
-    tokenizer makes from text): placed after the first ``keep`` positions, with the prompt ending on the
-    run's first id. A model continues a sequence it has seen, so the reference's answer copies the
-    run's other ids: tokens the document never uses, which a server that computes only part of the
-    vocabulary cannot serve (a request departs unless every copied id is in its part)."""
+    """Copies of ``requests`` each carrying a run of ids drawn from ``pool`` (drawn across the
+    vocabulary: ``engine.vocabulary``), placed twice after the first ``keep`` positions, with the
+    prompt ending on the run's first ECHO ids. A model continues a sequence it has seen, so the
+    reference's answer copies the rest of the run: ids the document never uses, which a server that
+    computes only part of the vocabulary cannot serve (a request departs unless every copied id is in
+    its part). Twice and three ids deep, because a small model copies a sequence seen once, and
+    cued by one id, only now and then (Gemma 3 270M: 2 ids per answer on average)."""
     rng = np.random.default_rng([seed, 0x0C0B1E])
     out = []
     for r in requests:
@@ -176,9 +179,9 @@ def plant_copies(requests: Sequence[Request], pool: Sequence[int], seed: int, ke
             continue
         ids = list(r.prompt)
         run = [int(pool[int(i)]) for i in rng.integers(len(pool), size=m)]
-        at = keep + int(rng.integers(len(ids) - 1 - m - keep))     # the run ends before the echo
-        ids[at:at + m] = run
-        ids[-1] = run[0]
+        at = keep + int(rng.integers(len(ids) - ECHO - 2 * m - keep))     # the runs end before the echo
+        ids[at:at + 2 * m] = run + run
+        ids[len(ids) - ECHO:] = run[:ECHO]
         out.append(replace(r, prompt=tuple(ids)))
     return out
 

@@ -150,7 +150,7 @@ def test_the_revealed_seed_re_derives_every_blocks_requests(under_load, served):
     seed = r["parity"]["server"]["workload"]["seed"]
     # the drawn ids' pool: the ids the model's tokenizer makes from text, as the receipt counts them
     pool = text_ids(Path(served.model[0].path), served.parity.vocab)
-    assert r["parity"]["server"]["workload"]["pool"] == len(pool) == 255474
+    assert r["parity"]["server"]["workload"]["pool"] == len(pool) == 143866
     reps = [x for c in CELLS for b in ("main", "candidate") for x in blocks(r, b, c)]
     assert len(reps) == 8
     for rep in reps:
@@ -227,7 +227,7 @@ def test_a_server_that_serves_part_of_the_vocabulary_departs_on_the_ids_the_prom
     it passes them; every timed prompt carries a planted run of ids drawn from all the tokenizer's text
     ids that the prompt ends by repeating, and the reference's answer copies it: the shortlist's
     answers depart, decidedly more often than main's on the same requests."""
-    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / "shortlist.patch")), tmp_path, reps=2)
+    rnd, events = serve_round(served, ("patch", str(SERVER_CANDIDATES / "shortlist.patch")), tmp_path, reps=4)
     r, v = rnd.receipt, verdict_of(events)
     assert v["outcome"] == "rejected" and "served-tokens" in codes(v), v["reasons"]
     assert v["parity"]["server"]["candidate"]["status"] == "pass"       # the check over the document passed

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from console.serving.workload import (Request, WorkloadError, copy_length, file_requests, mix_drawn,
+from console.serving.workload import (ECHO, Request, WorkloadError, copy_length, file_requests, mix_drawn,
                                       plant_copies, poisson_arrivals, prompt_space_log10, random_requests,
                                       shared_prefix_requests, vocabulary_of, workload_sha256)
 
@@ -75,7 +75,8 @@ def test_drawn_ids_overwrite_the_last_position_and_others_after_the_bos(n, lo, w
 @settings(max_examples=80, deadline=None)
 @given(n=st.integers(1, 10), lo=st.integers(2, 80), width=st.integers(0, 60), out=st.integers(1, 40),
        keep=st.integers(1, 12), seed=st.integers(0, 2**32))
-def test_a_planted_run_sits_after_the_kept_head_and_the_prompt_ends_on_its_first_id(n, lo, width, out, keep, seed):
+def test_a_planted_run_sits_twice_after_the_kept_head_and_the_prompt_ends_on_its_first_ids(n, lo, width, out, keep,
+                                                                                           seed):
     plain = random_requests(DOC, n, (lo, lo + width), (out, out), seed, bos=2)
     planted = plant_copies(plain, POOL, seed, keep=keep)
     assert planted == plant_copies(plain, POOL, seed, keep=keep)        # re-derivable from its seed
@@ -85,12 +86,13 @@ def test_a_planted_run_sits_after_the_kept_head_and_the_prompt_ends_on_its_first
         if not m:
             assert b == a
             continue
-        assert 3 <= m <= min(16, out + 1)
-        drawn = [i for i in range(len(b.prompt) - 1) if b.prompt[i] in POOL]
-        at = next(i for i in range(keep, len(b.prompt) - m) if all(t in POOL for t in b.prompt[i:i + m]))
-        # the run, then at least one other position, then its first id echoed last: a model that
-        # copies answers with the run's other ids, none of which the document holds
-        assert at + m <= len(b.prompt) - 2 and b.prompt[-1] == b.prompt[at] and len(drawn) >= m
+        assert ECHO + 2 <= m <= min(16, out + ECHO)
+        at = next(i for i in range(keep, len(b.prompt)) if b.prompt[i] in POOL)
+        run = b.prompt[at:at + m]
+        # the run twice, then at least one other position, then its first ids again: a model that
+        # copies answers with the rest of the run, none of which the document holds
+        assert all(t in POOL for t in run) and b.prompt[at + m:at + 2 * m] == run
+        assert at + 2 * m <= len(b.prompt) - ECHO - 1 and b.prompt[-ECHO:] == run[:ECHO]
 
 
 def test_a_shared_prefix_stays_shared_under_drawn_ids():
