@@ -177,12 +177,16 @@ def handed_over(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]], notice: ev
     if not mains or not cands:
         out.error = "no timed rep of " + ("main" if not mains else "the candidate") + " ran in this session"
         return out
+    unpaired = [rep for rep, _ in cands if (rep.phase, rep.index) not in mains]
+    if unpaired:    # main's run of that section was before an interruption (round.speed: sections-lost)
+        notice("warn", "timed-path-unpaired", f"{len(unpaired)} candidate run(s) have no run of main's in this "
+               "session to compare with (a resumed round): they are not checked")
     for rep, d in cands:
-        row = TimedPathRep(index=rep.index, attempt=rep.attempt, phase=rep.phase)
         base = mains.get((rep.phase, rep.index))
+        if base is None:
+            continue
+        row = TimedPathRep(index=rep.index, attempt=rep.attempt, phase=rep.phase)
         try:
-            if base is None:
-                raise parity.ParityInputError(f"main has no {rep.phase} rep {rep.index} to compare with")
             g = parity.grade_row(protocol.read_row_logits(base / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES),
                                  protocol.read_row_logits(d / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES))
             row.kl, row.top1 = g.kl, g.top1

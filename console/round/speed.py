@@ -45,11 +45,11 @@ class Speed:
             self._notice("warn", "blocks-anew", "a resumed serving round measures its blocks anew: the "
                          "interrupted round's served tokens and workload seed are not kept")
         elif done and b.sections is not None:
-            # a pair half run before the interruption would pair two different sections, and what the
-            # runs answered (checked against main's) was in the interrupted round's work directory
-            done = {}
-            self._notice("warn", "reps-anew", "a resumed round measures its reps anew: the sections the "
-                         "interrupted round handed over and what its runs answered are not kept")
+            # the seeds of the sections handed over before the interruption died with that console: those
+            # reps keep their figures, but what they computed cannot be re-derived or checked against main
+            self._notice("warn", "sections-lost", "the reps measured before the interruption are kept, but the "
+                         "sections they were handed are not revealed (their seeds were never written) and are "
+                         "not compared with main's; a pair split by the interruption paired two drawn sections")
         # Warm the page cache for the inputs before any rep (the first build must not eat it).
         for f in b.inputs.iterdir():
             f.read_bytes()
