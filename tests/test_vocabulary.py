@@ -16,6 +16,8 @@ def test_a_token_streams_whole_when_its_text_is_printable_ascii():
 
 def test_a_model_that_is_not_a_gguf_file_draws_from_every_id(tmp_path):
     assert text_ids(None, 7) == tuple(range(7)) and text_ids(tmp_path / "m.bin", 3) == (0, 1, 2)
+    with pytest.raises(VocabularyError, match="the model file is missing"):
+        text_ids(tmp_path / "absent.gguf", 3)
     bad = tmp_path / "m.gguf"
     bad.write_bytes(b"not a gguf file")
     with pytest.raises(VocabularyError, match="m.gguf"):

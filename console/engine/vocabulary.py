@@ -29,6 +29,8 @@ def text_ids(model: Path | None, vocab: int) -> tuple[int, ...]:
     """The ids a drawn prompt may use (every id below ``vocab`` when ``model`` is not a GGUF file)."""
     if model is None or model.suffix != ".gguf":
         return tuple(range(vocab))
+    if not model.is_file():
+        raise VocabularyError(f"{model}: the model file is missing (`make llama-setup` assembles the shipped one)")
     st = model.stat()
     return _gguf_text_ids(str(model), st.st_size, st.st_mtime_ns, vocab)
 
