@@ -34,14 +34,9 @@ class Handover:
     chunks: list[list[int]]
     vocab: int
     section_s: float | None = None      # the console's clock: first chunk written to last logit read
-    waited_s: float | None = None       # from the run's start until the engine opened ``go``
     acks: list[int] = field(default_factory=list)
     logits: bytes = b""
     error: str | None = None
-
-    @property
-    def tokens(self) -> int:
-        return sum(len(c) for c in self.chunks)
 
 
 def make_fifos(directory: Path) -> Path:
@@ -62,7 +57,7 @@ class _Closed(Exception):
 
 
 def drive(directory: Path, chunks: list[list[int]], vocab: int, exited: Callable[[], bool],
-          deadline: float, started: float | None = None) -> Handover:
+          deadline: float) -> Handover:
     """Hand ``chunks`` to the engine one at a time and time the section on the console's clock.
 
     ``exited`` says whether the engine's process has ended; ``deadline`` (time.monotonic) bounds the
@@ -75,8 +70,6 @@ def drive(directory: Path, chunks: list[list[int]], vocab: int, exited: Callable
         done_fd = os.open(directory / DONE, os.O_RDWR | os.O_NONBLOCK)
         _widen(done_fd, 4 * vocab)
         go_fd = _open_go(directory / GO, exited, deadline)
-        if started is not None:
-            h.waited_s = time.monotonic() - started
         reader = _Reader(done_fd, exited, deadline)
         t0 = time.monotonic()
         for chunk in chunks:
@@ -188,8 +181,7 @@ class Driver:
         started = time.monotonic()
 
         def run() -> None:
-            self.result = drive(self.directory, self.chunks, self.vocab, self._exited.is_set,
-                                started + timeout_s, started)
+            self.result = drive(self.directory, self.chunks, self.vocab, self._exited.is_set, started + timeout_s)
         self._thread = threading.Thread(target=run, name="handover", daemon=True)
         self._thread.start()
 

@@ -123,11 +123,6 @@ def shared_prefix_requests(doc: Sequence[int], n: int, prefix: int, input: tuple
 
 # --- drawn tokens --------------------------------------------------------------------
 
-def vocabulary_of(doc: Sequence[int]) -> tuple[int, ...]:
-    """The distinct ids of ``doc``: ids its tokenizer makes from text (no control tokens)."""
-    return tuple(sorted({int(t) for t in doc}))
-
-
 def mix_drawn(requests: Sequence[Request], pool: Sequence[int], drawn: int, seed: int,
               keep: int = 1) -> list[Request]:
     """Copies of ``requests`` whose prompts have ``drawn`` positions overwritten with ids drawn

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from console.serving.workload import (ECHO, Request, WorkloadError, copy_length, file_requests, mix_drawn,
                                       plant_copies, poisson_arrivals, prompt_space_log10, random_requests,
-                                      shared_prefix_requests, vocabulary_of, workload_sha256)
+                                      shared_prefix_requests, workload_sha256)
 
 DOC = tuple(range(1000, 1500))     # distinct ids, so a slice's place in the document is known
 
@@ -107,7 +107,6 @@ def test_the_space_of_prompts_is_counted_and_drawn_ids_make_it_too_large_to_answ
     assert 10 ** prompt_space_log10(10, (3, 3), 1, 7) == pytest.approx(9 * 7)         # 9 places, last id of 7
     assert 10 ** prompt_space_log10(10, (4, 4), 2, 7) == pytest.approx(8 * 2 * 49)    # + one of 2 other places
     assert prompt_space_log10(2397, (32, 128), 4, 656) > 21
-    assert vocabulary_of([5, 3, 5, 9]) == (3, 5, 9)
 
 
 # --- shared prefix ---------------------------------------------------------------------

@@ -16,6 +16,7 @@ from console.core.records.parity import DepthStatus, depth_status, versus_main, 
 from console.core.records.receipt import (BUILDS, ParityRecord, ParitySide, PathFigures, Receipt, TimedPath,
                                           TimedPathRep)
 from console.core.records.rules import GateRules
+from console.core.statistics import stats
 from console.core.records.verdict import Caveat, Reason
 from console.core.records.verdict import reason, warning
 
@@ -385,7 +386,7 @@ def handed_over_problems(rows: Sequence[TimedPathRep], rules: GateRules) -> list
         if not all(finite(x) for x in kl + top1):
             out.append(reason("timed-path-not-finite", f"{where}: a KL or top-1 figure is not a finite number"))
             continue
-        med, agree = _median(kl), sum(top1) / len(top1)
+        med, agree = stats.median(kl), stats.mean(top1)
         acks = [r.acks_agree for r in rs if r.acks_agree is not None]
         if med > rules.kl_max:
             out.append(reason("timed-path-kl", f"{where}: median KL {med:.3g} nats against main's > bar "
@@ -394,14 +395,9 @@ def handed_over_problems(rows: Sequence[TimedPathRep], rules: GateRules) -> list
             out.append(reason("timed-path-top1", f"{where}: {agree:.1%} of the final rows predict main's next token "
                                                  f"(at least {rules.top1_min:.1%} needed)", figure="top1",
                               bar=rules.top1_min, value=agree))
-        if acks and (share := sum(acks) / len(acks)) < rules.top1_min:
+        if acks and (share := stats.mean(acks)) < rules.top1_min:
             out.append(reason("timed-path-answers", f"{where}: its answers per chunk are main's for {share:.1%} of "
                                                     f"the chunks (at least {rules.top1_min:.1%} needed)",
                               figure="acks_agree", bar=rules.top1_min, value=share))
     return out
 
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

@@ -34,6 +34,7 @@ from scipy import stats as sps
 
 from console.core.records.figures import finite
 from console.core.records.served import GradedRequest, ServedGrade
+from console.core.statistics import stats
 
 CATCH_POWER = 0.99
 
@@ -302,18 +303,14 @@ def paired(grade: ServedGrade, level: float | None = None) -> list[Paired]:
     return [_paired(name, rows, level) for name, rows in per_pair.items()]
 
 
-def _mean_sd(xs: list[float]) -> tuple[float, float]:
-    mean = sum(xs) / len(xs)
-    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-
-
 def _paired(figure: str, rows: list[tuple[float, float]], level: float) -> Paired:
     n = len(rows)
     if n < 2:
         return Paired(figure, n, math.nan, math.nan, math.nan, math.nan)
     t = float(sps.t.ppf(1 - level, n - 1)) / math.sqrt(n)
-    excess, sd = _mean_sd([c - m for m, c in rows])
-    main, main_sd = _mean_sd([m for m, _ in rows])
+    diffs, mains = [c - m for m, c in rows], [m for m, _ in rows]
+    excess, sd = stats.mean(diffs), stats.stdev(diffs)
+    main, main_sd = stats.mean(mains), stats.stdev(mains)
     return Paired(figure, n, excess, excess - t * sd, main, main + t * main_sd)
 
 

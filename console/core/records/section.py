@@ -17,12 +17,9 @@ import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from console.core.records.served import commitment_of   # the one commitment rule (a workload's too)
+
 RUN_MIN_TOKENS = 8          # a section this long or longer carries a drawn run that it repeats
-
-
-def commitment_of(seed: str) -> str:
-    """What the journal holds before the section runs: the seed's sha256 (hex of its text)."""
-    return hashlib.sha256(seed.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
