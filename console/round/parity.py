@@ -190,7 +190,7 @@ def handed_over(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]], notice: ev
             g = parity.grade_row(protocol.read_row_logits(base / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES),
                                  protocol.read_row_logits(d / "bench_logits.npy", p.parity.vocab, LOGITS_MAX_BYTES))
             row.kl, row.top1 = g.kl, g.top1
-            row.acks_agree = _agreement(base / "acks.txt", d / "acks.txt")
+            row.acks_agree, row.chunks = _agreement(base / "acks.txt", d / "acks.txt")
         except (parity.ParityInputError, OSError, ValueError) as e:
             row.error = f"{rep.phase} rep {rep.index}: {e}"
         out.candidate.append(row)
@@ -202,12 +202,12 @@ def handed_over(b: Bench, outputs: dict[str, list[tuple[Rep, Path]]], notice: ev
     return out
 
 
-def _agreement(main_acks: Path, cand_acks: Path) -> float:
-    """The share of chunks whose answer (argmax) is main's."""
+def _agreement(main_acks: Path, cand_acks: Path) -> tuple[float, int]:
+    """The share of chunks whose answer (argmax) is main's, and how many chunks were answered."""
     a, c = main_acks.read_text().split(), cand_acks.read_text().split()
     if len(a) != len(c) or not a:
         raise ValueError(f"{len(c)} answers against main's {len(a)}")
-    return sum(x == y for x, y in zip(a, c)) / len(a)
+    return sum(x == y for x, y in zip(a, c)) / len(a), len(a)
 
 
 def new_record(b: Bench, meta: dict | None = None, backend: BackendCheck | None = None) -> ParityRecord:

@@ -114,8 +114,9 @@ def test_handed_over_sections_are_graded_per_phase_as_parity_grades_a_depth():
     from console.core.records.receipt import TimedPathRep
     rules = default_rules(kl_max=0.04, top1_min=0.84)
 
-    def rows(kls, phase="timed", top1=1.0, acks=1.0):
-        return [TimedPathRep(index=i, kl=k, top1=top1, phase=phase, acks_agree=acks) for i, k in enumerate(kls)]
+    def rows(kls, phase="timed", top1=1.0, acks=1.0, chunks=32):
+        return [TimedPathRep(index=i, kl=k, top1=top1, phase=phase, acks_agree=acks, chunks=chunks)
+                for i, k in enumerate(kls)]
 
     # 0.3.36 against 0.3.16 on ten drawn sections: one row at 0.24 nats, median 0.014: an honest release
     honest = [0.0277, 0.0, 0.0007, 0.0008, 0.2419, 0.0, 0.0264, 0.0, 0.0488, 0.0611]
@@ -127,3 +128,25 @@ def test_handed_over_sections_are_graded_per_phase_as_parity_grades_a_depth():
     assert codes_ == ["timed-path-top1", "timed-path-answers"]
     broken = rows(honest[:3]) + [TimedPathRep(index=3, phase="timed", error="bench_logits.npy: truncated")]
     assert [r.code for r in handed_over_problems(broken, rules)] == ["timed-path-error"]
+
+
+def test_a_few_runs_of_a_phase_do_not_fail_on_one_near_tie_flip():
+    """Four short runs of 0.3.36 against 0.3.16 (under --runtime local): one final row's argmax flipped
+    on a near-tie, its one chunk with it. 3 of 4 is under 84 %, but one flip in four is what a build
+    flipping 16 % of its rows does half the time: not decided. Every row flipped is; so is a decode
+    phase answering 30 % of its 256 chunks as main did."""
+    from console.core.decisions.parity_grade import decidedly_under, handed_over_problems
+    from console.core.records.receipt import TimedPathRep
+    rules = default_rules(kl_max=0.04, top1_min=0.84)
+    short = [TimedPathRep(index=i, kl=k, top1=t, phase="short", acks_agree=t, chunks=1)
+             for i, (k, t) in enumerate([(0.012, 1.0), (0.31, 0.0), (0.004, 1.0), (0.02, 1.0)])]
+    assert handed_over_problems(short, rules) == []
+    flipped = [TimedPathRep(index=i, kl=0.01, top1=0.0, phase="short", acks_agree=0.0, chunks=1) for i in range(4)]
+    assert [r.code for r in handed_over_problems(flipped, rules)] == ["timed-path-top1", "timed-path-answers"]
+    decode = [TimedPathRep(index=i, kl=0.01, top1=1.0, phase="timed", acks_agree=0.3, chunks=64) for i in range(4)]
+    [answers] = handed_over_problems(decode, rules)
+    assert answers.code == "timed-path-answers" and "77 of 256 chunks" in answers.message
+    # the binomial boundary itself: at the bar's rate, P(at least k flips) against 1 %
+    assert not decidedly_under(0, 10, 0.84) and not decidedly_under(1, 4, 0.84)
+    assert decidedly_under(4, 4, 0.84) and not decidedly_under(3, 4, 0.84)
+    assert decidedly_under(11, 32, 0.84) and not decidedly_under(10, 32, 0.84)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import scipy.stats as sps
+
 from console.core.decisions.counting import counted, measured_blocks, typed
 from console.core.decisions import accuracy, served_tokens, serving
 from console.core.records import adjudication
@@ -367,14 +369,28 @@ def _grade_timed_path(tp: TimedPath | None, rules: GateRules, reasons: list, war
             "reps": len(tp.candidate), "worst_kl": worst}
 
 
+# The chance that a phase whose runs flip argmaxes at exactly the bar's rate (1 - gate.top1_min) is
+# refused on its top-1 or its answers: a phase of a few runs cannot fail on one near-tie flip.
+PATH_FALSE_REJECT = 0.01
+
+
+def decidedly_under(flips: int, n: int, top1_min: float) -> bool:
+    """Whether ``flips`` disagreements in ``n`` are decidedly more than the bar allows: at least that
+    many happen with chance at most PATH_FALSE_REJECT when each flips at the rate 1 - ``top1_min``."""
+    if n <= 0 or flips <= 0:
+        return False
+    return float(sps.binom.sf(flips - 1, n, 1.0 - top1_min)) <= PATH_FALSE_REJECT
+
+
 def handed_over_problems(rows: Sequence[TimedPathRep], rules: GateRules) -> list[Reason]:
     """The candidate's runs of handed-over sections against main's runs of the same sections, graded
     per phase (the timed pairs, the short runs, each guard) as parity grades a depth: the median KL
-    of the final rows under ``kl_max``, the share of rows whose top-1 is main's and the share of
-    chunks answered as main did at least ``top1_min``. A row of a drawn section is heavy-tailed
-    between two honest builds (0.3.36 against 0.3.16: 0 to 0.24 nats over ten timed runs, median
-    0.014), so one row is not graded alone; a candidate that computes something else moves them all.
-    A run whose output could not be read fails on its own."""
+    of the final rows under ``kl_max``; the final rows' top-1 and the chunks' answers main's, their
+    disagreements not decidedly more than ``top1_min`` allows (one-sided binomial at
+    PATH_FALSE_REJECT: four short runs of an honest release may flip one near-tie). A row of a drawn
+    section is heavy-tailed between two honest builds (0.3.36 against 0.3.16: 0 to 0.24 nats over ten
+    timed runs, median 0.014), so one row is not graded alone; a candidate that computes something
+    else moves them all. A run whose output could not be read fails on its own."""
     out = [reason("timed-path-error", f"timed path ({r.phase} rep {r.index}): {r.error}") for r in rows if r.error]
     phases: dict[str, list[TimedPathRep]] = {}
     for r in rows:
@@ -386,18 +402,27 @@ def handed_over_problems(rows: Sequence[TimedPathRep], rules: GateRules) -> list
         if not all(finite(x) for x in kl + top1):
             out.append(reason("timed-path-not-finite", f"{where}: a KL or top-1 figure is not a finite number"))
             continue
-        med, agree = stats.median(kl), stats.mean(top1)
-        acks = [r.acks_agree for r in rs if r.acks_agree is not None]
+        med = stats.median(kl)
         if med > rules.kl_max:
             out.append(reason("timed-path-kl", f"{where}: median KL {med:.3g} nats against main's > bar "
                                                f"{rules.kl_max:.3g}", figure="kl", bar=rules.kl_max, value=med))
-        if agree < rules.top1_min:
-            out.append(reason("timed-path-top1", f"{where}: {agree:.1%} of the final rows predict main's next token "
-                                                 f"(at least {rules.top1_min:.1%} needed)", figure="top1",
-                              bar=rules.top1_min, value=agree))
-        if acks and (share := stats.mean(acks)) < rules.top1_min:
-            out.append(reason("timed-path-answers", f"{where}: its answers per chunk are main's for {share:.1%} of "
-                                                    f"the chunks (at least {rules.top1_min:.1%} needed)",
-                              figure="acks_agree", bar=rules.top1_min, value=share))
+        for code, what, figure, (agreed, n) in (
+                ("timed-path-top1", "final rows predict main's next token", "top1", _rows_agreed(rs)),
+                ("timed-path-answers", "chunks are answered as main answered them", "acks_agree", _chunks_agreed(rs))):
+            if decidedly_under(n - agreed, n, rules.top1_min):
+                out.append(reason(code, f"{where}: {agreed} of {n} {what} ({agreed / n:.1%}), decidedly under "
+                                        f"{rules.top1_min:.1%} (one-sided binomial at {PATH_FALSE_REJECT:g})",
+                                  figure=figure, bar=rules.top1_min, value=agreed / n))
     return out
 
+
+def _rows_agreed(rs: Sequence[TimedPathRep]) -> tuple[int, int]:
+    """Final rows whose top-1 is main's, of all (one final row per run)."""
+    return round(sum(r.top1 for r in rs)), len(rs)
+
+
+def _chunks_agreed(rs: Sequence[TimedPathRep]) -> tuple[int, int]:
+    """Chunks answered as main answered them, of all the runs' chunks (a run that did not say how many
+    chunks it answered counts as one)."""
+    runs = [(r.acks_agree, r.chunks or 1) for r in rs if r.acks_agree is not None]
+    return round(sum(a * n for a, n in runs)), sum(n for _, n in runs)

@@ -323,14 +323,15 @@ class TimedPathRep(_Freezable):
     kl: float | None = None
     top1: float | None = None
     error: str | None = None
-    # a handed-over section (basis "section"): the rep's phase, and the share of its answers per chunk
-    # (argmax) that are main's for the same section
+    # a handed-over section (basis "section"): the rep's phase, the share of its answers per chunk
+    # (argmax) that are main's for the same section, and how many chunks it answered
     phase: str = ""
     acks_agree: float | None = None
+    chunks: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = plain(self)
-        for k in ("phase", "acks_agree"):
+        for k in ("phase", "acks_agree", "chunks"):
             if not out[k] and out[k] != 0.0:
                 del out[k]      # absent, as in the receipts that predate the handover
         return out
@@ -339,7 +340,8 @@ class TimedPathRep(_Freezable):
     def from_dict(cls, d: Mapping[str, Any]) -> "TimedPathRep":
         return cls(index=int(d.get("index") or 0), attempt=int(d.get("attempt") or 0),
                    kl=_opt_float(d.get("kl")), top1=_opt_float(d.get("top1")), error=d.get("error"),
-                   phase=str(d.get("phase") or ""), acks_agree=_opt_float(d.get("acks_agree")))
+                   phase=str(d.get("phase") or ""), acks_agree=_opt_float(d.get("acks_agree")),
+                   chunks=_opt_int(d.get("chunks")))
 
 
 @dataclass
