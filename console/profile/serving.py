@@ -85,6 +85,11 @@ class WorkloadSpec:
         "its last always (0: none, and the prompts are plain slices of a public document)")] = 4
 
     @property
+    def draws_ids(self) -> bool:
+        """Whether the round draws ids into its prompts (a file's requests are sent as written)."""
+        return self.kind != "file"
+
+    @property
     def said(self) -> str:
         """What a block sends, in a few words."""
         if self.kind == "conversations":

@@ -21,8 +21,8 @@ def draw(spec, doc: list[int], pool: Sequence[int]) -> WorkloadDraw:
     seed = secrets.token_hex(16)
     w = spec.workload
     space = wl.prompt_space_log10(len(doc), tuple(w.input), w.drawn, len(pool)) if w.kind == "random" else 0.0
-    return WorkloadDraw(seed=seed, commitment=commitment_of(seed), drawn=w.drawn if w.kind != "file" else 0,
-                        space_log10=round(space, 2), pool=len(pool) if w.kind != "file" else 0)
+    return WorkloadDraw(seed=seed, commitment=commitment_of(seed), drawn=w.drawn if w.draws_ids else 0,
+                        space_log10=round(space, 2), pool=len(pool) if w.draws_ids else 0)
 
 
 def block_requests(spec, doc: list[int], seed: str, phase: str, index: int, load: Level,
